@@ -1,0 +1,275 @@
+"""Plain spec types the cost model reads: the model's layers, the hardware, the parallel configuration.
+
+Three inputs, one output (calculon's shape): a :class:`ModelSpec` (what is computed), a
+:class:`ClusterSpec` (what computes it) and a :class:`ParallelConfig` (how the work is split). Every
+type is a frozen pydantic model with units in its field names; each field is documented where it is
+declared. ``costmodel`` fills in nothing itself: ``planner`` builds models from presets, Hugging Face
+configs or traced modules, and ``profiles`` loads hardware.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+FfnAct = Literal["gelu", "swiglu", "relu"]
+NormKind = Literal["layernorm", "rmsnorm"]
+Recompute = Literal["none", "selective", "full"]
+Schedule = Literal["1f1b", "interleaved-1f1b", "gpipe", "zb-h1"]
+AttentionImpl = Literal["flash", "eager"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------------------------
+class EmbeddingLayer(BaseModel):
+    """Token embedding (vocabulary-parallel under TP), with optional learned positions."""
+
+    model_config = _FROZEN
+    kind: Literal["embedding"] = "embedding"
+    name: str = "embedding"
+    vocab_size: int = Field(gt=0)
+    """Rows of the token table (padded vocabulary where the source pads it)."""
+    hidden_size: int = Field(gt=0)
+    max_positions: int = Field(default=0, ge=0)
+    """Rows of a learned absolute position table; 0 for rotary / ALiBi / no positions."""
+    norm: NormKind | None = None
+    """An embedding LayerNorm right after the lookup (BLOOM's ``word_embeddings_layernorm``)."""
+
+
+class TransformerLayer(BaseModel):
+    """One transformer block: self-attention (MHA / GQA / MQA) and a dense or mixture-of-experts MLP."""
+
+    model_config = _FROZEN
+    kind: Literal["transformer"] = "transformer"
+    name: str = "block"
+    hidden_size: int = Field(gt=0)
+    num_heads: int = Field(gt=0)
+    num_kv_heads: int = Field(gt=0)
+    """Key/value heads; equal to ``num_heads`` for MHA, fewer for GQA, 1 for MQA."""
+    head_dim: int = Field(gt=0)
+    """Per-head width; ``num_heads * head_dim`` need not equal ``hidden_size``."""
+    ffn_hidden_size: int = Field(gt=0)
+    """Intermediate width of the MLP (of each expert for MoE)."""
+    ffn_act: FfnAct = "gelu"
+    """``swiglu`` (gated: gate and up projections) or a plain two-matrix MLP."""
+    num_experts: int = Field(default=0, ge=0)
+    """Routed experts; 0 for a dense MLP."""
+    moe_top_k: int = Field(default=0, ge=0)
+    """Experts each token is routed to (0 for dense)."""
+    shared_expert_ffn_hidden_size: int = Field(default=0, ge=0)
+    """Intermediate width of an always-on shared expert (0 when absent)."""
+    norm: NormKind = "layernorm"
+    qkv_bias: bool = False
+    out_bias: bool = False
+    mlp_bias: bool = False
+    causal: bool = True
+    """Causal self-attention (decoders); encoders attend to the whole sequence."""
+    cross_attention: bool = False
+    """A second attention over encoder outputs (encoder-decoder decoders)."""
+    dropout: bool = False
+    """Attention and hidden dropout are on (their masks are stored for backward)."""
+    sliding_window: int | None = Field(default=None, gt=0)
+    """Attention window in tokens (Mistral); None for full attention."""
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_experts > 0
+
+
+class NormLayer(BaseModel):
+    """A standalone normalisation (the final norm before the output head)."""
+
+    model_config = _FROZEN
+    kind: Literal["norm"] = "norm"
+    name: str = "final_norm"
+    hidden_size: int = Field(gt=0)
+    norm: NormKind = "layernorm"
+
+
+class HeadLayer(BaseModel):
+    """Output projection to the vocabulary, and the cross-entropy loss."""
+
+    model_config = _FROZEN
+    kind: Literal["head"] = "head"
+    name: str = "output"
+    vocab_size: int = Field(gt=0)
+    hidden_size: int = Field(gt=0)
+    tied: bool = False
+    """Shares its weight with the embedding (no parameters of its own)."""
+    bias: bool = False
+
+
+TpMode = Literal["none", "column", "row", "column_row", "vocab", "table"]
+
+
+class GenericLayer(BaseModel):
+    """Any other layer, described by measured totals per token (traced convolutions, tables, ...).
+
+    Totals are for one token of one sequence (one image counts as ``tokens_per_sample`` tokens), in
+    the forward pass, on one GPU without parallelism.
+    """
+
+    model_config = _FROZEN
+    kind: Literal["generic"] = "generic"
+    name: str
+    params: int = Field(ge=0)
+    fwd_flops_per_token: float = Field(ge=0)
+    """Forward FLOPs per token that scale linearly with tokens (matmuls, convolutions)."""
+    fwd_attn_flops_per_token_per_ctx: float = Field(default=0.0, ge=0)
+    """Forward FLOPs per token per context token (attention-like terms, quadratic in length)."""
+    fwd_mem_bytes_per_token: float = Field(default=0.0, ge=0)
+    """Bytes read and written per token by memory-bound ops (norms, activations, lookups)."""
+    activation_bytes_per_token: float = Field(default=0.0, ge=0)
+    """Bytes saved for backward per token."""
+    output_bytes_per_token: float = Field(default=0.0, ge=0)
+    """Bytes of the layer output per token (what crosses a pipeline cut after it)."""
+    tp_mode: TpMode = "none"
+    """How tensor parallelism may split the layer; ``none`` means replicated / data parallel only."""
+    sparse_lookup: bool = False
+    """An embedding table read by index: its FLOPs are zero, its gradient is sparse."""
+
+
+Layer = Annotated[
+    Union[EmbeddingLayer, TransformerLayer, NormLayer, HeadLayer, GenericLayer],
+    Field(discriminator="kind"),
+]
+
+
+class ModelSpec(BaseModel):
+    """A model as an ordered list of layers, with the facts every layer shares."""
+
+    model_config = _FROZEN
+    name: str
+    layers: tuple[Layer, ...]
+    """In execution order: embedding, blocks, final norm, head for a decoder-only LM."""
+    tied_embeddings: bool = False
+    """The output head reuses the embedding table (the head holds no parameters)."""
+    max_seq_len: int = Field(default=0, ge=0)
+    """Longest sequence the model supports (0 if unknown)."""
+    tokens_per_sample: int = Field(default=0, ge=0)
+    """For non-sequence models: tokens one sample counts as (image patches); 0 = the seq length."""
+    source: str = ""
+    """Where the spec came from: a preset name, a config path, a traced factory."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Hardware
+# ----------------------------------------------------------------------------------------------
+class GPUSpec(BaseModel):
+    """One accelerator: peak rates and capacities from its datasheet (dense, no sparsity)."""
+
+    model_config = _FROZEN
+    name: str
+    peak_bf16_tflops: float = Field(gt=0)
+    """Dense BF16 (FP16 where no BF16) tensor-core peak, TFLOP/s."""
+    hbm_gib: float = Field(gt=0)
+    """Memory capacity usable by the framework, GiB."""
+    hbm_bandwidth_gbps: float = Field(gt=0)
+    """Memory bandwidth, GB/s."""
+    source: str = ""
+
+
+class EfficiencySpec(BaseModel):
+    """Achieved fractions of peak, calibrated on the shared published runs (see each cluster's source)."""
+
+    model_config = _FROZEN
+    gemm_max: float = Field(gt=0, le=1)
+    """GEMM efficiency of large, well-shaped matmuls (fraction of peak)."""
+    gemm_half_gflop: float = Field(gt=0)
+    """GEMM size (GFLOP) at which efficiency is half of ``gemm_max`` (small GEMMs run slower)."""
+    attention: float = Field(gt=0, le=1)
+    """FlashAttention core efficiency (fraction of peak)."""
+    memory: float = Field(gt=0, le=1)
+    """Achieved fraction of HBM bandwidth for memory-bound kernels."""
+    intra_node: float = Field(gt=0, le=1)
+    """Achieved fraction of intra-node link bandwidth for large collectives (busbw / link)."""
+    network: float = Field(gt=0, le=1)
+    """Achieved fraction of per-GPU network bandwidth for large collectives."""
+    overlap_slowdown: float = Field(default=0.1, ge=0, le=1)
+    """Compute slowdown while a collective runs concurrently (fraction of the hidden comm time)."""
+    kernel_overhead_us: float = Field(default=5.0, ge=0)
+    """Fixed time per kernel launch (host/launch and tail), microseconds."""
+
+
+class ClusterSpec(BaseModel):
+    """Nodes of identical GPUs: fast links inside a node, a network between nodes."""
+
+    model_config = _FROZEN
+    name: str
+    gpu: GPUSpec
+    gpus_per_node: int = Field(gt=0)
+    intra_node_bandwidth_gbps: float = Field(gt=0)
+    """Unidirectional bandwidth per GPU inside a node (NVLink / xGMI), GB/s."""
+    network_bandwidth_gbps: float = Field(gt=0)
+    """Unidirectional network bandwidth per GPU between nodes, GB/s."""
+    intra_node_latency_us: float = Field(gt=0)
+    """Per-hop latency inside a node, microseconds."""
+    network_latency_us: float = Field(gt=0)
+    """Per-hop latency across the network, microseconds."""
+    efficiency: EfficiencySpec
+    runtime_overhead_gib: float = Field(default=1.0, ge=0)
+    """Memory taken by the CUDA context, NCCL and framework before any tensor, GiB."""
+    source: str = ""
+
+
+# ----------------------------------------------------------------------------------------------
+# Parallel configuration
+# ----------------------------------------------------------------------------------------------
+class ParallelConfig(BaseModel):
+    """How one training step is split across GPUs, and the implementation choices that change cost."""
+
+    model_config = _FROZEN
+    tp: int = Field(default=1, gt=0)
+    """Tensor-parallel degree (Megatron column/row splits)."""
+    pp: int = Field(default=1, gt=0)
+    """Pipeline-parallel degree (ranks, not virtual stages)."""
+    dp: int = Field(default=1, gt=0)
+    """Data-parallel degree (ZeRO / FSDP shards included)."""
+    cp: int = Field(default=1, gt=0)
+    """Context-parallel degree (ring attention over sequence chunks)."""
+    ep: int = Field(default=1, gt=0)
+    """Expert-parallel degree for MoE layers, carved out of dp x cp."""
+    vpp: int = Field(default=1, gt=0)
+    """Virtual pipeline stages (model chunks) per pipeline rank."""
+    sp: bool = False
+    """Megatron sequence parallelism (needs tp > 1)."""
+    zero: Literal[0, 1, 2, 3] = 0
+    """Sharding over dp: 0 none, 1 optimizer (distributed optimizer), 2 + gradients, 3 + params (FSDP)."""
+    recompute: Recompute = "none"
+    """Activation recomputation for every transformer layer, unless ``layer_recompute`` says otherwise."""
+    layer_recompute: tuple[Recompute, ...] | None = None
+    """Per-layer recomputation, one entry per model layer (overrides ``recompute``)."""
+    micro_batch: int = Field(default=1, gt=0)
+    global_batch: int = Field(gt=0)
+    seq_len: int = Field(gt=0)
+    schedule: Schedule = "1f1b"
+    stage_layers: tuple[int, ...] | None = None
+    """Model layers per pipeline stage (pp x vpp entries, chunk order); None = balanced split."""
+    attention: AttentionImpl = "flash"
+    """Attention kernel: fused FlashAttention or eager softmax (stores the s x s scores)."""
+    param_bytes: int = 2
+    """Bytes per parameter used in compute (bf16/fp16)."""
+    grad_bytes: int = 4
+    """Bytes per gradient element kept for the optimizer (Megatron keeps fp32 main grads)."""
+    optimizer_bytes: int = 12
+    """Optimizer state bytes per parameter (Adam: fp32 master, m, v)."""
+    grad_reduce_bytes: int = 4
+    """Bytes per element in the gradient reduction (fp32 by Megatron's default)."""
+    overlap_grad_reduce: bool = True
+    """Gradient reduction overlaps the last backward pass (bucketed)."""
+    overlap_param_gather: bool = True
+    """Sharded-parameter all-gathers overlap compute (prefetch)."""
+    tp_comm_overlap: bool = False
+    """TP communication overlaps its GEMMs (Transformer Engine userbuffers; needs sp)."""
+
+    @property
+    def num_gpus(self) -> int:
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
