@@ -139,6 +139,18 @@ Layer = Annotated[
 ]
 
 
+class LayerEdge(BaseModel):
+    """A data edge between two layers that are not neighbours in the layer order (skip, cross-attention)."""
+
+    model_config = _FROZEN
+    src: int = Field(ge=0)
+    """Index of the producing layer in ``ModelSpec.layers``."""
+    dst: int = Field(ge=0)
+    """Index of the consuming layer (greater than ``src``)."""
+    bytes_per_token: float = Field(ge=0)
+    """Activation bytes per token carried by the edge (what a pipeline cut between them must send)."""
+
+
 class ModelSpec(BaseModel):
     """A model as an ordered list of layers, with the facts every layer shares."""
 
@@ -152,6 +164,8 @@ class ModelSpec(BaseModel):
     """Longest sequence the model supports (0 if unknown)."""
     tokens_per_sample: int = Field(default=0, ge=0)
     """For non-sequence models: tokens one sample counts as (image patches); 0 = the seq length."""
+    extra_edges: tuple[LayerEdge, ...] = ()
+    """Edges beyond the chain ``layers[i] -> layers[i+1]``; empty for a plain chain."""
     source: str = ""
     """Where the spec came from: a preset name, a config path, a traced factory."""
 
