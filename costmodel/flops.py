@@ -1,0 +1,138 @@
+"""Parameter counts and FLOPs of each layer kind.
+
+FLOP convention, stated once for all of meshplan: a matmul (m x k)(k x n) costs 2mkn FLOPs; the
+backward pass costs twice the forward; **model FLOPs count causal self-attention as half of the
+s x s work** (what a causal FlashAttention kernel executes; MaxText's MFU accounting, PR #1988).
+``CAUSAL_ATTENTION_FRACTION`` is that half. Megatron's ``num_floating_point_operations`` counts the
+full s x s work; ``bench/fidelity.py`` converts published figures with each source's own formula.
+"""
+
+from __future__ import annotations
+
+from costmodel.specs import (
+    EmbeddingLayer,
+    GenericLayer,
+    HeadLayer,
+    Layer,
+    NormLayer,
+    TransformerLayer,
+)
+
+CAUSAL_ATTENTION_FRACTION = 0.5
+"""Share of the s x s attention work a causal mask leaves (model-FLOP convention, see module doc)."""
+
+
+def ffn_matrices(layer: TransformerLayer) -> int:
+    """Weight matrices in one MLP: 3 for gated (SwiGLU: gate, up, down), else 2."""
+    return 3 if layer.ffn_act == "swiglu" else 2
+
+
+def norm_params(hidden_size: int, kind: str) -> int:
+    """LayerNorm holds a weight and a bias; RMSNorm a weight only."""
+    return 2 * hidden_size if kind == "layernorm" else hidden_size
+
+
+def attention_params(layer: TransformerLayer) -> int:
+    """Q, K, V, O projections with GQA (Megatron ``theoretical_memory_usage.py``: 2·h·h_q·(1 + g))."""
+    h, q, kv = layer.hidden_size, layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
+    weights = h * q + 2 * h * kv + q * h
+    biases = (q + 2 * kv if layer.qkv_bias else 0) + (h if layer.out_bias else 0)
+    total = weights + biases
+    return 2 * total if layer.cross_attention else total
+
+
+def mlp_params(layer: TransformerLayer, ffn: int) -> int:
+    """One MLP of width ``ffn``: ``ffn_matrices`` weights of h x ffn, plus biases when present."""
+    h = layer.hidden_size
+    biases = ((ffn_matrices(layer) - 1) * ffn + h) if layer.mlp_bias else 0
+    return ffn_matrices(layer) * h * ffn + biases
+
+
+def expert_params(layer: TransformerLayer) -> int:
+    """Parameters of all routed experts of a MoE layer (0 for dense layers)."""
+    return layer.num_experts * mlp_params(layer, layer.ffn_hidden_size) if layer.is_moe else 0
+
+
+def transformer_params(layer: TransformerLayer) -> int:
+    """All parameters of a block: attention, MLP (or router + experts + shared expert), norms."""
+    norms = (3 if layer.cross_attention else 2) * norm_params(layer.hidden_size, layer.norm)
+    if layer.is_moe:
+        mlp = layer.hidden_size * layer.num_experts + expert_params(layer)
+        if layer.shared_expert_ffn_hidden_size:
+            mlp += mlp_params(layer, layer.shared_expert_ffn_hidden_size)
+    else:
+        mlp = mlp_params(layer, layer.ffn_hidden_size)
+    return attention_params(layer) + mlp + norms
+
+
+def layer_params(layer: Layer) -> int:
+    """Parameters a layer holds (a tied head holds none: they live in the embedding)."""
+    if isinstance(layer, TransformerLayer):
+        return transformer_params(layer)
+    if isinstance(layer, EmbeddingLayer):
+        norm = norm_params(layer.hidden_size, layer.norm) if layer.norm else 0
+        return (layer.vocab_size + layer.max_positions) * layer.hidden_size + norm
+    if isinstance(layer, NormLayer):
+        return norm_params(layer.hidden_size, layer.norm)
+    if isinstance(layer, HeadLayer):
+        if layer.tied:
+            return 0
+        return layer.vocab_size * layer.hidden_size + (layer.vocab_size if layer.bias else 0)
+    return layer.params
+
+
+def attention_context(layer: TransformerLayer, seq_len: int, causal_fraction: float) -> float:
+    """Average keys each query attends to: s·fraction for causal, the window for sliding attention."""
+    if layer.sliding_window is not None and layer.sliding_window < seq_len:
+        return float(layer.sliding_window)
+    return seq_len * (causal_fraction if layer.causal else 1.0)
+
+
+def transformer_fwd_flops(
+    layer: TransformerLayer, tokens: float, seq_len: int, causal_fraction: float = CAUSAL_ATTENTION_FRACTION
+) -> dict[str, float]:
+    """Forward FLOPs of one block for ``tokens`` tokens of sequences of length ``seq_len``, by GEMM.
+
+    Narayanan et al. 2021 appendix (24·B·s·h² + 4·B·s²·h per layer for MHA, f = 4h), generalised to
+    GQA, SwiGLU and MoE as Megatron's ``num_floating_point_operations`` does.
+    """
+    h, q, kv = layer.hidden_size, layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
+    ctx = attention_context(layer, seq_len, causal_fraction)
+    flops = {
+        "qkv": 2.0 * tokens * h * (q + 2 * kv),
+        "attn_core": 4.0 * tokens * ctx * q,
+        "out_proj": 2.0 * tokens * q * h,
+    }
+    if layer.cross_attention:
+        flops["cross"] = 2.0 * tokens * h * (2 * q + 2 * kv) + 4.0 * tokens * seq_len * q
+    per_token_mlp = 2.0 * ffn_matrices(layer) * h * layer.ffn_hidden_size
+    if layer.is_moe:
+        flops["router"] = 2.0 * tokens * h * layer.num_experts
+        flops["experts"] = tokens * layer.moe_top_k * per_token_mlp
+        if layer.shared_expert_ffn_hidden_size:
+            flops["shared"] = tokens * 2.0 * ffn_matrices(layer) * h * layer.shared_expert_ffn_hidden_size
+    else:
+        flops["mlp"] = tokens * per_token_mlp
+    return flops
+
+
+def layer_fwd_flops(
+    layer: Layer, tokens: float, seq_len: int, causal_fraction: float = CAUSAL_ATTENTION_FRACTION
+) -> float:
+    """Total forward FLOPs of any layer for ``tokens`` tokens (embedding lookups and norms count 0)."""
+    if isinstance(layer, TransformerLayer):
+        return sum(transformer_fwd_flops(layer, tokens, seq_len, causal_fraction).values())
+    if isinstance(layer, HeadLayer):
+        return 2.0 * tokens * layer.hidden_size * layer.vocab_size
+    if isinstance(layer, GenericLayer):
+        return tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * seq_len)
+    return 0.0
+
+
+def model_flops_per_step(layers: tuple[Layer, ...], global_batch: int, seq_len: int) -> float:
+    """Model FLOPs of one training step (forward + backward = 3x forward, no recompute, causal half).
+
+    This is the MFU numerator (Korthikanti et al. 2022: MFU excludes recomputation).
+    """
+    tokens = float(global_batch) * seq_len
+    return 3.0 * sum(layer_fwd_flops(layer, tokens, seq_len) for layer in layers)

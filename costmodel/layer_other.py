@@ -1,0 +1,92 @@
+"""Cost of the layers around the transformer blocks: embedding, final norm, output head, and generic
+(traced) layers, for one micro-batch on one GPU (see ``costmodel.local``)."""
+
+from __future__ import annotations
+
+from costmodel import comm
+from costmodel.flops import layer_params
+from costmodel.kernels import gemm_time, memory_time
+from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
+from costmodel.specs import ClusterSpec, EmbeddingLayer, GenericLayer, HeadLayer, NormLayer
+
+LOGIT_BYTES = 4
+"""Cross-entropy runs on fp32 logits (Megatron ``compute_activation_memory``: 4·s·b·V/t)."""
+
+
+def _tp_group_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, nbytes: float) -> float:
+    if cfg.tp == 1:
+        return 0.0
+    return comm.all_reduce(cluster, comm.place_group(cfg.tp, 1, cluster.gpus_per_node), nbytes)
+
+
+def _zero3(params: float, cfg: LocalConfig, cluster: ClusterSpec) -> float:
+    """ZeRO-3 gathers and reduce-scatter of a small layer; too small to hide, so exposed."""
+    if cfg.zero3_group == 1 or params == 0:
+        return 0.0
+    group = comm.place_group(cfg.zero3_group, cfg.tp, cluster.gpus_per_node)
+    ag = comm.all_gather(cluster, group, params * ACT_BYTES)
+    return 2 * ag + comm.reduce_scatter(cluster, group, params * cfg.grad_reduce_bytes)
+
+
+def _record(fwd: float, bwd: float, tp: float, z3: float, act: float, work: float, params: float, out: float, recompute: float = 0.0) -> LayerCost:
+    links = {"tp": tp, "cp": 0.0, "ep": 0.0, "dp": z3}
+    return LayerCost(fwd, bwd, recompute, links, tp + z3, 0.0, act, work, params, 0.0, out)
+
+
+def embedding_cost(layer: EmbeddingLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
+    """Vocabulary-parallel lookup: gather rows, add positions, then one TP all-reduce (a
+    reduce-scatter under SP) of the b·s·h output (Megatron ``VocabParallelEmbedding``). Backward
+    scatters the gradient into the table."""
+    tok_h = cfg.tokens * layer.hidden_size
+    fwd = memory_time(cluster, 3 * ACT_BYTES * tok_h, kernels=2)
+    bwd = memory_time(cluster, 3 * ACT_BYTES * tok_h, kernels=2)
+    tp = _tp_group_all_reduce(cluster, cfg, tok_h * ACT_BYTES)
+    params = layer_params(layer) / cfg.tp
+    act = 8 * cfg.tokens + tok_h / cfg.sp_div
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, 0.0, params, tok_h * ACT_BYTES / cfg.sp_div)
+
+
+def norm_cost(layer: NormLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
+    """A final norm: read and write b·s·h (÷t under SP); it stores its input."""
+    tok_h = cfg.tokens * layer.hidden_size / cfg.sp_div
+    fwd = memory_time(cluster, 2 * ACT_BYTES * tok_h)
+    params = float(layer_params(layer))
+    return _record(fwd, 2 * fwd, 0.0, _zero3(params, cfg, cluster), ACT_BYTES * tok_h, 0.0, params, ACT_BYTES * tok_h)
+
+
+def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
+    """Output projection to a vocabulary split over TP (2·b·s·h·V/t forward) and the vocab-parallel
+    cross-entropy over fp32 logits (read/write passes ≈ 14 bytes per logit forward, 10 backward).
+    TP costs one b·s·h all-reduce volume: of the input gradient (column-parallel), or an all-gather
+    forward and a reduce-scatter backward under SP. The logits of one
+    micro-batch are transient: in 1F1B its backward follows at once on the last stage."""
+    logits = cfg.tokens * layer.vocab_size / cfg.tp
+    flops = 2.0 * cfg.tokens * layer.hidden_size * layer.vocab_size / cfg.tp
+    fwd = gemm_time(cluster, flops) + memory_time(cluster, 14 * logits, kernels=4)
+    bwd = 2 * gemm_time(cluster, flops) + memory_time(cluster, 10 * logits, kernels=3)
+    tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
+    params = layer_params(layer) / cfg.tp
+    act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div
+    work = logits * (LOGIT_BYTES + ACT_BYTES)
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, 0.0)
+
+
+def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
+    """A traced layer from its measured per-token totals: GEMM-like FLOPs (split by TP when the layer
+    allows it), memory-bound bytes, stored activations; a TP-split layer pays one all-reduce of its
+    output forward and one backward (Megatron column→row pattern)."""
+    split = cfg.tp if layer.tp_mode != "none" else 1
+    flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
+    mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
+    fwd = gemm_time(cluster, flops) + memory_time(cluster, mem)
+    bwd = 2 * gemm_time(cluster, flops) + memory_time(cluster, 2 * mem)
+    out = cfg.tokens * layer.output_bytes_per_token
+    tp = 2 * _tp_group_all_reduce(cluster, cfg, out) if split > 1 else 0.0
+    params = layer.params / split
+    act = cfg.tokens * layer.activation_bytes_per_token / split
+    recompute = fwd if cfg.recompute == "full" else 0.0
+    if cfg.recompute == "full":
+        act, work = out, act
+    else:
+        work = 0.0
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out, recompute)

@@ -1,0 +1,86 @@
+"""Memory per GPU: model states under each sharding, activations per layer and per schedule.
+
+Sources: ZeRO (Rajbhandari et al., SC'20, §5) for sharded model states; Megatron-LM
+``theoretical_memory_usage.py`` and its distributed-optimizer table (18 B/param, 6 + 12/d with the
+distributed optimizer, bf16 params with fp32 main grads); Korthikanti et al. 2022 ("Reducing
+Activation Recomputation in Large Transformer Models", §4, Table 2) for activations.
+"""
+
+from __future__ import annotations
+
+from costmodel.local import ACT_BYTES, LocalConfig
+from costmodel.specs import TransformerLayer
+
+GIB = float(1 << 30)
+
+
+def model_state_bytes(
+    params: float, shard: int, zero: int, param_bytes: int, grad_bytes: int, optimizer_bytes: int
+) -> tuple[float, float, float]:
+    """(params, grads, optimizer states) bytes on one GPU for ``params`` local parameters.
+
+    ZeRO stage 1 shards the optimizer states over the ``shard`` data-parallel ranks, stage 2 also the
+    gradients, stage 3 also the parameters (ZeRO §5.1–5.3; with param 2, grad 2, optimizer 12 bytes:
+    16Ψ, 4Ψ + 12Ψ/d, 2Ψ + 14Ψ/d, 16Ψ/d; Megatron's fp32 grads: 18Ψ and 6Ψ + 12Ψ/d).
+    """
+    p = params * param_bytes / (shard if zero >= 3 else 1)
+    g = params * grad_bytes / (shard if zero >= 2 else 1)
+    o = params * optimizer_bytes / (shard if zero >= 1 else 1)
+    return p, g, o
+
+
+def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int, sp: bool, recompute: str) -> float:
+    """Activation bytes of one GPT layer (MHA, GELU f = 4h, dropout), Korthikanti et al. Table 2.
+
+    none: s·b·h·(10 + 24/t + 5·a·s/(h·t)); SP divides the 10 by t too; selective drops the 5as/h
+    term; full recompute stores only the 2·s·b·h layer input (÷t with SP).
+    """
+    sbh = s * b * h
+    if recompute == "full":
+        return 2.0 * sbh / (t if sp else 1)
+    repl = 10.0 / (t if sp else 1)
+    attn = 0.0 if recompute == "selective" else 5.0 * a * s / (h * t)
+    return sbh * (repl + 24.0 / t + attn)
+
+
+def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> tuple[float, float]:
+    """(stored, transient) activation bytes of a block for one micro-batch on one GPU.
+
+    The generalisation of Korthikanti's bookkeeping in costmodel-notes 2.4.2: per token, replicated
+    across TP unless SP: norm inputs 4h, QKV input 2h, FC1 input 2h, dropout masks 2h; split by TP:
+    Q 2q, K and V 4kv, attention output 2q, MLP 4f (GELU) or 6f (SwiGLU), times top-k for MoE plus
+    the permuted tokens 2h·k. Eager attention without selective recompute adds 5·a·s per token
+    (scores, softmax, dropout); FlashAttention stores its fp32 log-sum-exp (4·a per token). Full
+    recompute stores the layer input and needs one layer's activations while it recomputes.
+    """
+    h, q, kv = layer.hidden_size, layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
+    k = max(1, layer.moe_top_k)
+    repl = 4 * h + 2 * h + 2 * h + (2 * h if layer.dropout else 0)
+    mlp = (6 if layer.ffn_act == "swiglu" else 4) * layer.ffn_hidden_size * k
+    split = 2 * q + 4 * kv + 2 * q + mlp + (2 * h * k if layer.is_moe else 0)
+    if layer.cross_attention:
+        split += 2 * q + 4 * kv + 2 * q
+    if cfg.flash:
+        split += 4 * layer.num_heads
+    elif cfg.recompute == "none":
+        split += 5 * layer.num_heads * cfg.seq_len
+    full = cfg.tokens * (repl / cfg.sp_div + split / cfg.tp)
+    if cfg.recompute == "full":
+        return cfg.tokens * h * ACT_BYTES / cfg.sp_div, full
+    return full, 0.0
+
+
+def in_flight_microbatches(schedule: str, rank: int, pp: int, vpp: int, num_microbatches: int) -> float:
+    """Micro-batches whose activations a pipeline rank holds at its peak, in units of its whole stage.
+
+    GPipe holds all m; 1F1B (and ZB-H1) min(p − rank, m) (Narayanan et al. 2021 §2.2.1); interleaved
+    1F1B holds 2(p − rank − 1) + (v − 1)·p + 1 chunk-micro-batches of 1/v of the stage (Megatron
+    ``schedules.py`` warm-up count), which for rank 0 is Korthikanti's p·(1 + (p − 1)/(p·v)).
+    """
+    m = num_microbatches
+    if schedule == "gpipe":
+        return float(m)
+    if schedule == "interleaved-1f1b" and vpp > 1:
+        chunks = min(m * vpp, 2 * (pp - rank - 1) + (vpp - 1) * pp + 1)
+        return chunks / vpp
+    return float(min(pp - rank, m))

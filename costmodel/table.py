@@ -1,0 +1,83 @@
+"""A model's layers grouped for fast repeated estimation, and the default stage split.
+
+Identical layers (a preset repeats one block object; traced models repeat equal blocks) share one
+group, so a step estimate costs O(groups), not O(layers): per-layer costs are memoised per group and
+local configuration in the table, which the caller owns (no module-level state).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from costmodel.flops import model_flops_per_step
+from costmodel.layer_cost import layer_cost
+from costmodel.local import LayerCost, LocalConfig
+from costmodel.specs import ClusterSpec, GenericLayer, Layer, ModelSpec, TransformerLayer
+
+RECOMPUTE_CODES = ("none", "selective", "full")
+
+
+@dataclass
+class CostTable:
+    """Per-model, per-cluster memo of layer costs. Build with :func:`build_cost_table`."""
+
+    model: ModelSpec
+    cluster: ClusterSpec
+    groups: tuple[Layer, ...]
+    """Distinct layers, in order of first appearance."""
+    layer_group: np.ndarray
+    """Group index of every layer of the model."""
+    recomputable: np.ndarray
+    """Whether recomputation applies to each layer (transformer and generic layers)."""
+    _costs: dict[tuple[int, LocalConfig], LayerCost] = field(default_factory=dict, repr=False)
+    _flops: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+
+    def cost(self, group: int, cfg: LocalConfig) -> LayerCost:
+        """Cost of one layer of ``group`` under ``cfg`` (memoised)."""
+        key = (group, cfg)
+        hit = self._costs.get(key)
+        if hit is None:
+            hit = layer_cost(self.groups[group], cfg, self.cluster)
+            self._costs[key] = hit
+        return hit
+
+    def model_flops(self, global_batch: int, seq_len: int) -> float:
+        """Model FLOPs of one step (memoised; see ``costmodel.flops``)."""
+        key = (global_batch, seq_len)
+        if key not in self._flops:
+            self._flops[key] = model_flops_per_step(self.model.layers, global_batch, seq_len)
+        return self._flops[key]
+
+
+def build_cost_table(model: ModelSpec, cluster: ClusterSpec) -> CostTable:
+    """Group ``model``'s layers by equality (hashing each layer once)."""
+    index: dict[Layer, int] = {}
+    ids: dict[int, int] = {}
+    groups: list[Layer] = []
+    layer_group = np.empty(len(model.layers), dtype=np.int64)
+    for i, layer in enumerate(model.layers):
+        g = ids.get(id(layer))
+        if g is None:
+            g = index.setdefault(layer, len(groups))
+            if g == len(groups):
+                groups.append(layer)
+            ids[id(layer)] = g
+        layer_group[i] = g
+    recomputable = np.array([isinstance(x, (TransformerLayer, GenericLayer)) for x in model.layers])
+    return CostTable(model, cluster, tuple(groups), layer_group, recomputable)
+
+
+def default_stage_layers(model: ModelSpec, chunks: int) -> tuple[int, ...]:
+    """Megatron's default split: transformer blocks divided as evenly as possible over the chunks
+    (earlier chunks take the remainder), the layers before the first block (embedding) joined to the
+    first chunk and those after the last block (final norm, head) to the last chunk. A model without
+    transformer blocks splits all its layers evenly."""
+    body = [i for i, x in enumerate(model.layers) if isinstance(x, TransformerLayer)]
+    n = len(model.layers)
+    first, last = (body[0], body[-1]) if body else (0, n - 1)
+    sizes = [len(part) for part in np.array_split(np.arange(last - first + 1), chunks)]
+    sizes[0] += first
+    sizes[-1] += n - 1 - last
+    return tuple(int(x) for x in sizes)
