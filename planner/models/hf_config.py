@@ -1,0 +1,260 @@
+"""Read a Hugging Face ``config.json`` (stdlib ``json`` only, no transformers) into a ModelSpec.
+
+Supported ``model_type`` values are the keys of :data:`planner.models.hf_families.FAMILIES`
+(llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt2, gpt_neox, bloom); a language
+model nested under ``text_config`` is read from there. Problems found in one file are collected and
+raised together as one :class:`planner.errors.InputError` line naming the file and the fix.
+
+Not represented (no spec field; a few thousand parameters at most): Qwen3's per-head q/k RMSNorms
+(``2·head_dim`` per block) and Qwen2-MoE's ``shared_expert_gate`` (``h`` per MoE block).
+GPT-NeoX's ``use_parallel_residual`` and ``rotary_pct`` change neither parameters nor FLOPs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from costmodel.specs import FfnAct, ModelSpec, TransformerLayer
+from planner.errors import InputError
+from planner.models.builder import decoder_lm
+from planner.models.hf_families import FAMILIES, TEXT_SUFFIX, Family
+
+__all__ = ["load_hf_config", "spec_from_hf_dict"]
+
+_FIX = "use a preset instead (meshplan list models)"
+
+
+class _Reader:
+    """Typed look-ups into one config dict that collect problems instead of stopping at the first."""
+
+    def __init__(self, raw: dict[str, Any], family: Family) -> None:
+        self.raw = raw
+        self.family = family
+        self.problems: list[str] = []
+
+    def _names(self, key: str) -> tuple[str, ...]:
+        return (key, *self.family.aliases.get(key, ()))
+
+    def _find(self, key: str) -> tuple[str, Any]:
+        """The first of ``key`` and its aliases present with a non-null value, or ``(key, None)``."""
+        for name in self._names(key):
+            if self.raw.get(name) is not None:
+                return name, self.raw[name]
+        return key, None
+
+    def count(self, key: str, default: int | None = None) -> int:
+        """A positive integer; ``default`` when absent (a problem when there is no default)."""
+        name, value = self._find(key)
+        if value is None:
+            if default is not None:
+                return default
+            aliases = self.family.aliases.get(key, ())
+            alias = f" (or its alias {' / '.join(repr(a) for a in aliases)})" if aliases else ""
+            self.problems.append(f"lacks {key!r}{alias}; add it or {_FIX}")
+            return 1
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            self.problems.append(f"has {name!r} = {value!r}; it must be a positive integer")
+            return 1
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A boolean; ``default`` when absent."""
+        _, value = self._find(key)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            self.problems.append(f"has {key!r} = {value!r}; it must be true or false")
+            return default
+        return value
+
+    def int_list(self, key: str) -> list[int]:
+        """A list of integers (layer indices); empty when absent."""
+        value = self.raw.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, int) for v in value):
+            self.problems.append(f"has {key!r} = {value!r}; it must be a list of layer indices")
+            return []
+        return value
+
+
+def _unwrap(raw: dict[str, Any]) -> dict[str, Any]:
+    """The language-model part of a config: ``text_config`` when present (keeping outer tying)."""
+    inner = raw.get("text_config")
+    if not isinstance(inner, dict):
+        return raw
+    merged = {k: raw[k] for k in ("tie_word_embeddings", "model_type") if k in raw}
+    merged.update(inner)
+    model_type = merged.get("model_type")
+    if isinstance(model_type, str) and model_type.endswith(TEXT_SUFFIX):
+        merged["model_type"] = model_type[: -len(TEXT_SUFFIX)]
+    return merged
+
+
+def _ffn_act(raw: dict[str, Any], family: Family) -> FfnAct:
+    """``swiglu`` for gated families; otherwise ``relu`` or ``gelu`` from the activation name."""
+    if family.gated:
+        return "swiglu"
+    act = raw.get("hidden_act") or raw.get("activation_function") or "gelu"
+    return "relu" if "relu" in str(act) else "gelu"
+
+
+def _dropout(raw: dict[str, Any], family: Family) -> bool:
+    """Dropout is on when any of the family's dropout probabilities is positive."""
+    probs = [raw.get(key, family.dropout_default) for key in family.dropout_keys]
+    return any(isinstance(p, (int, float)) and p > 0 for p in probs)
+
+
+def _sliding_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
+    """The window and which layers use it (``layer_types`` when given, else the family's rule)."""
+    family, raw = cfg.family, cfg.raw
+    window = raw.get("sliding_window")
+    enabled = family.sliding == "all" or (
+        family.sliding == "qwen" and cfg.flag("use_sliding_window", False)
+    )
+    if window is None or not enabled:
+        return None, [False] * layers
+    window = cfg.count("sliding_window")
+    layer_types = raw.get("layer_types")
+    if isinstance(layer_types, list) and len(layer_types) == layers:
+        return window, [t == "sliding_attention" for t in layer_types]
+    if family.sliding == "qwen":
+        first = cfg.count("max_window_layers", default=layers)
+        return window, [i >= first for i in range(layers)]
+    return window, [True] * layers
+
+
+def _moe_layers(cfg: _Reader, layers: int, ffn: int) -> tuple[int, int, int, int, list[bool]]:
+    """``(experts, top_k, expert_ffn, shared_ffn, is_moe per layer)`` for the family's MoE layout.
+
+    Mixtral: every layer is MoE with experts of width ``intermediate_size`` (``ffn``). Qwen2-MoE and
+    Qwen3-MoE: layer ``i`` is MoE unless listed in ``mlp_only_layers`` or ``(i + 1)`` is not a
+    multiple of ``decoder_sparse_step``; experts have width ``moe_intermediate_size``.
+    """
+    layout = cfg.family.moe
+    if layout == "none":
+        return 0, 0, 0, 0, [False] * layers
+    if layout == "mixtral":
+        experts, top_k = cfg.count("num_local_experts"), cfg.count("num_experts_per_tok")
+        return experts, top_k, ffn, 0, [True] * layers
+    experts = cfg.count("num_experts")
+    top_k = cfg.count("num_experts_per_tok")
+    expert_ffn = cfg.count("moe_intermediate_size")
+    shared = cfg.count("shared_expert_intermediate_size") if layout == "qwen2_moe" else 0
+    step = cfg.count("decoder_sparse_step", default=1)
+    dense = set(cfg.int_list("mlp_only_layers"))
+    is_moe = [i not in dense and (i + 1) % step == 0 for i in range(layers)]
+    return experts, top_k, expert_ffn, shared, is_moe
+
+
+def _check_shapes(
+    cfg: _Reader, hidden: int, heads: int, kv_heads: int, experts: int, top_k: int
+) -> None:
+    """Cross-field checks: head counts divide, top-k within the expert count."""
+    if heads % kv_heads:
+        cfg.problems.append(
+            f"has {kv_heads} key/value heads, which does not divide {heads} attention heads; "
+            "fix 'num_key_value_heads'"
+        )
+    if cfg.raw.get("head_dim") is None and hidden % heads:
+        cfg.problems.append(
+            f"has hidden size {hidden} not divisible by {heads} heads and no 'head_dim'; "
+            "add 'head_dim'"
+        )
+    if experts and top_k > experts:
+        cfg.problems.append(
+            f"routes each token to {top_k} of only {experts} experts; fix 'num_experts_per_tok'"
+        )
+
+
+def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSpec:
+    """Build a spec from a parsed ``config.json`` dict; ``source`` names the file in messages."""
+    raw = _unwrap(raw)
+    where = f"config.json at {source}"
+    model_type = raw.get("model_type")
+    family = FAMILIES.get(model_type) if isinstance(model_type, str) else None
+    if family is None:
+        known = ", ".join(sorted(FAMILIES))
+        what = f"has model_type {model_type!r}" if model_type is not None else "lacks 'model_type'"
+        raise InputError(
+            f"{where} {what}, which meshplan cannot read (known: {known}); "
+            f"{_FIX}, or a factory (path/to/file.py:factory)"
+        )
+    cfg = _Reader(raw, family)
+    hidden = cfg.count("hidden_size")
+    layers = cfg.count("num_hidden_layers")
+    heads = cfg.count("num_attention_heads")
+    vocab = cfg.count("vocab_size")
+    kv_heads = cfg.count("num_key_value_heads", default=heads)
+    head_dim = cfg.count("head_dim", default=max(hidden // heads, 1))
+    ffn = cfg.count("intermediate_size", default=4 * hidden if family.ffn_default_4h else None)
+    max_pos = cfg.count("max_position_embeddings", default=None if family.learned_positions else 0)
+    attn_bias = cfg.flag("attention_bias", family.qkv_bias) if family.attention_bias_key else None
+    mlp_bias = cfg.flag("mlp_bias", family.mlp_bias) if family.mlp_bias_key else family.mlp_bias
+    tied = cfg.flag("tie_word_embeddings", family.tied_default)
+    window, sliding = _sliding_layers(cfg, layers)
+    experts, top_k, expert_ffn, shared_ffn, is_moe = _moe_layers(cfg, layers, ffn)
+    _check_shapes(cfg, hidden, heads, kv_heads, experts, top_k)
+    if cfg.problems:
+        raise InputError(*(f"{where} {problem}" for problem in dict.fromkeys(cfg.problems)))
+
+    def block(moe: bool, windowed: bool) -> TransformerLayer:
+        return TransformerLayer(
+            hidden_size=hidden,
+            num_heads=heads,
+            num_kv_heads=kv_heads,
+            head_dim=head_dim,
+            ffn_hidden_size=expert_ffn if moe else ffn,
+            ffn_act=_ffn_act(raw, family),
+            num_experts=experts if moe else 0,
+            moe_top_k=top_k if moe else 0,
+            shared_expert_ffn_hidden_size=shared_ffn if moe else 0,
+            norm=family.norm,
+            qkv_bias=family.qkv_bias if attn_bias is None else attn_bias,
+            out_bias=family.out_bias if attn_bias is None else attn_bias,
+            mlp_bias=mlp_bias,
+            dropout=_dropout(raw, family),
+            sliding_window=window if windowed else None,
+        )
+
+    kinds = {(m, w): block(m, w) for m, w in set(zip(is_moe, sliding))}
+    return decoder_lm(
+        name,
+        blocks=[kinds[m, w] for m, w in zip(is_moe, sliding)],
+        vocab_size=vocab,
+        tied_embeddings=tied,
+        max_seq_len=max_pos,
+        source=source,
+        learned_positions=max_pos if family.learned_positions else 0,
+        embedding_norm=family.norm if family.embedding_norm else None,
+    )
+
+
+def _model_name(path: Path) -> str:
+    """The checkpoint folder's name for ``.../<name>/config.json``, else the file's stem."""
+    if path.name == "config.json" and path.parent.name:
+        return path.parent.name
+    return path.stem
+
+
+def load_hf_config(path: str | Path) -> ModelSpec:
+    """Read a Hugging Face ``config.json`` (or a folder holding one) into a :class:`ModelSpec`."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "config.json"
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise InputError(f"cannot read model config {path}: {reason}; check the path") from None
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(
+            f"config.json at {path} is not valid JSON ({err.msg} at line {err.lineno}, "
+            f"column {err.colno}); fix the file or {_FIX}"
+        ) from None
+    if not isinstance(raw, dict):
+        kind = type(raw).__name__
+        raise InputError(f"config.json at {path} holds a JSON {kind}, not an object; {_FIX}")
+    return spec_from_hf_dict(raw, name=_model_name(path), source=str(path))

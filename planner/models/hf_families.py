@@ -1,0 +1,107 @@
+"""What each Hugging Face ``model_type`` means for the spec: defaults, aliases, biases, MoE layout.
+
+Every row restates the modelling code of huggingface/transformers
+(``src/transformers/models/<family>/{configuration,modeling}_<family>.py``): which projections carry
+biases, whether the MLP is gated, the class default of ``tie_word_embeddings``, the ``attribute_map``
+aliases, where the MoE fields live (shared/reference/ecosystem-notes.md §B4) and how sliding-window
+attention is switched on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from costmodel.specs import NormKind
+
+__all__ = ["Family", "FAMILIES", "TEXT_SUFFIX"]
+
+MoeLayout = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe"]
+SlidingRule = Literal["none", "all", "qwen"]
+
+TEXT_SUFFIX = "_text"
+"""Multimodal checkpoints nest the language model under ``text_config`` as ``<family>_text``."""
+
+# GPT-2 (GPT2Config.attribute_map + its own key names) and BLOOM (BloomConfig.attribute_map, and
+# ``n_embed`` popped in BloomConfig.__init__).
+_GPT2_ALIASES = {
+    "hidden_size": ("n_embd",),
+    "num_hidden_layers": ("n_layer",),
+    "num_attention_heads": ("n_head",),
+    "intermediate_size": ("n_inner",),
+    "max_position_embeddings": ("n_positions", "n_ctx"),
+}
+_BLOOM_ALIASES = {
+    "hidden_size": ("n_embed",),
+    "num_hidden_layers": ("n_layer",),
+    "num_attention_heads": ("n_head",),
+    "max_position_embeddings": ("seq_length",),
+}
+# MixtralConfig.attribute_map: num_experts -> num_local_experts.
+_MIXTRAL_ALIASES = {"num_local_experts": ("num_experts",)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Family:
+    """How one ``model_type`` maps onto a :class:`~costmodel.specs.TransformerLayer`."""
+
+    gated: bool
+    """SwiGLU-style MLP (gate, up, down) rather than two matrices."""
+    norm: NormKind
+    tied_default: bool
+    """Class default of ``tie_word_embeddings`` when the file omits it."""
+    qkv_bias: bool
+    out_bias: bool
+    mlp_bias: bool
+    attention_bias_key: bool = False
+    """The family reads ``attention_bias`` (Q, K, V and output biases together)."""
+    mlp_bias_key: bool = False
+    """The family reads ``mlp_bias``."""
+    ffn_default_4h: bool = False
+    """``intermediate_size`` may be absent or null, meaning ``4 * hidden_size`` (GPT-2, BLOOM)."""
+    learned_positions: bool = False
+    """A learned absolute position table of ``max_position_embeddings`` rows (GPT-2)."""
+    embedding_norm: bool = False
+    """A LayerNorm right after the token lookup (BLOOM ``word_embeddings_layernorm``)."""
+    moe: MoeLayout = "none"
+    sliding: SlidingRule = "none"
+    """``all``: ``sliding_window`` applies to every layer (Mistral, Mixtral); ``qwen``: only when
+    ``use_sliding_window`` is true, to layers from ``max_window_layers`` on."""
+    dropout_keys: tuple[str, ...] = ("attention_dropout",)
+    dropout_default: float = 0.0
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+_LLAMA_LIKE = dict(gated=True, norm="rmsnorm", tied_default=False, mlp_bias=False)
+
+FAMILIES: dict[str, Family] = {
+    # LlamaAttention/LlamaMLP: bias=config.attention_bias / config.mlp_bias (both default False).
+    "llama": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                    mlp_bias_key=True),
+    # MistralAttention: bias=False everywhere; sliding_window on every layer.
+    "mistral": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, sliding="all"),
+    "mixtral": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, sliding="all",
+                      moe="mixtral", aliases=_MIXTRAL_ALIASES),
+    # Qwen2Attention: q/k/v bias=True, o_proj bias=False.
+    "qwen2": Family(**_LLAMA_LIKE, qkv_bias=True, out_bias=False, sliding="qwen"),
+    "qwen2_moe": Family(**_LLAMA_LIKE, qkv_bias=True, out_bias=False, sliding="qwen",
+                        moe="qwen2_moe"),
+    # Qwen3Attention: bias=config.attention_bias on q/k/v/o (default False).
+    "qwen3": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                    sliding="qwen"),
+    "qwen3_moe": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                        sliding="qwen", moe="qwen3_moe"),
+    # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
+    "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
+                   mlp_bias=True, ffn_default_4h=True, learned_positions=True,
+                   dropout_keys=("attn_pdrop", "resid_pdrop", "embd_pdrop"), dropout_default=0.1,
+                   aliases=_GPT2_ALIASES),
+    # GPT-NeoX: rotary, biases (attention_bias default True), untied embed_out.
+    "gpt_neox": Family(gated=False, norm="layernorm", tied_default=False, qkv_bias=True,
+                       out_bias=True, mlp_bias=True, attention_bias_key=True,
+                       dropout_keys=("attention_dropout", "hidden_dropout")),
+    # BLOOM: ALiBi, embedding LayerNorm, biases, tied head, MLP 4h.
+    "bloom": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
+                    mlp_bias=True, ffn_default_4h=True, embedding_norm=True,
+                    dropout_keys=("attention_dropout", "hidden_dropout"), aliases=_BLOOM_ALIASES),
+}

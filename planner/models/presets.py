@@ -1,0 +1,201 @@
+"""Built-in model presets: a readable table of architecture hyper-parameters, each row with its source.
+
+Each family's shared settings (vocabulary, positions, norms, biases, tying, dropout) are stated once
+in a helper that names its source; the rows below give the per-size numbers. A spec is built only
+when a preset is asked for, so looking one up costs a few pydantic constructions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from costmodel.specs import FfnAct, ModelSpec, NormKind, TransformerLayer
+from planner.models.builder import decoder_lm
+
+__all__ = ["Arch", "PRESETS", "list_presets", "preset_names", "build_preset"]
+
+Positions = Literal["learned", "rotary", "alibi"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arch:
+    """The hyper-parameters of one decoder-only preset (one row of the table)."""
+
+    description: str
+    """One line for ``meshplan list models``."""
+    source: str
+    """Where the numbers come from (paper table, repository file)."""
+    layers: int
+    hidden: int
+    heads: int
+    vocab: int
+    seq: int
+    """Longest sequence the model was trained for (``ModelSpec.max_seq_len``)."""
+    kv_heads: int = 0
+    """Key/value heads; 0 means as many as ``heads`` (MHA)."""
+    ffn: int = 0
+    """MLP (per-expert) width; 0 means ``4 * hidden``."""
+    act: FfnAct = "gelu"
+    norm: NormKind = "layernorm"
+    biases: bool = True
+    """Biases on QKV, the attention output and the MLP projections."""
+    tied: bool = True
+    positions: Positions = "learned"
+    """``learned`` adds a position table of ``seq`` rows; rotary and ALiBi hold no parameters."""
+    embedding_norm: bool = False
+    dropout: bool = False
+    experts: int = 0
+    top_k: int = 0
+
+
+# Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
+# Megatron-LM" (arXiv:2104.04473), Table 1 and eq. 2: GPT with vocab 51200, seq 2048, learned
+# positions, tied embeddings, LayerNorm, biases, GELU f = 4h; Megatron's default dropout 0.1.
+def _narayanan(layers: int, hidden: int, heads: int, billions: str) -> Arch:
+    return Arch(
+        description=f"GPT {billions}B, Narayanan et al. 2021 Table 1 (Megatron-LM weak scaling)",
+        source="Narayanan et al. 2021 (arXiv:2104.04473) Table 1",
+        layers=layers, hidden=hidden, heads=heads, vocab=51200, seq=2048, dropout=True,
+    )
+
+
+# NVIDIA/Megatron-LM README "Training Speed and Scalability" (2024, H100 weak scaling): GPT with
+# vocab 131072, seq 4096, MHA, ffn 4h (shared/reference/published_runs.csv). Positions and tying are
+# not printed; untied embeddings without a position table (rotary) match the printed sizes best
+# (1.7B: 1.745B untied/rotary, 1.754B untied/learned, 1.485B tied).
+def _megatron_h100(layers: int, hidden: int, heads: int, billions: str) -> Arch:
+    return Arch(
+        description=f"GPT {billions}B, Megatron-LM README H100 weak-scaling series",
+        source="NVIDIA/Megatron-LM README, Training Speed and Scalability (2024)",
+        layers=layers, hidden=hidden, heads=heads, vocab=131072, seq=4096,
+        tied=False, positions="rotary", dropout=True,
+    )
+
+
+# Llama 3 herd paper (arXiv:2407.21783) Table 3 and meta-llama/Llama-3.1-*/config.json: GQA with 8 KV
+# heads, SwiGLU, RMSNorm, no biases, rotary, untied head, vocab 128256, context 131072.
+def _llama31(layers: int, hidden: int, heads: int, ffn: int, size: str) -> Arch:
+    return Arch(
+        description=f"Llama 3.1 {size} (GQA 8 KV heads, SwiGLU, RMSNorm, 128K context)",
+        source=f"meta-llama/Llama-3.1-{size}/config.json; Llama 3 paper Table 3",
+        layers=layers, hidden=hidden, heads=heads, kv_heads=8, ffn=ffn, vocab=128256,
+        seq=131072, act="swiglu", norm="rmsnorm", biases=False, tied=False, positions="rotary",
+    )
+
+
+# mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-*.yaml (d_model, n_heads, n_layers,
+# expansion_ratio 4, vocab 50368, max_seq_len 2048) with MPTConfig defaults
+# (llmfoundry/models/mpt/configuration_mpt.py: learned_pos_emb=True, no_bias=False,
+# tie_word_embeddings=True, LayerNorm, all dropouts 0.0). These reproduce the NumParams column of
+# scripts/train/benchmarking/README.md exactly (mpt-7b at seq 2048: 6,658,859,008).
+def _mpt(layers: int, hidden: int, heads: int, size: str) -> Arch:
+    return Arch(
+        description=f"MPT-{size} as benchmarked by llm-foundry (learned positions, biases, tied)",
+        source=f"mosaicml/llm-foundry scripts/train/yamls/pretrain/mpt-{size.lower()}.yaml",
+        layers=layers, hidden=hidden, heads=heads, vocab=50368, seq=2048,
+    )
+
+
+PRESETS: dict[str, Arch] = {
+    # Narayanan et al. 2021 Table 1: (layers, hidden, heads) as printed.
+    "gpt-1.7b": _narayanan(24, 2304, 24, "1.7"),
+    "gpt-3.6b": _narayanan(30, 3072, 32, "3.6"),
+    "gpt-7.5b": _narayanan(36, 4096, 32, "7.5"),
+    "gpt-18.4b": _narayanan(40, 6144, 48, "18.4"),
+    "gpt-39.1b": _narayanan(48, 8192, 64, "39.1"),
+    "gpt-76.1b": _narayanan(60, 10240, 80, "76.1"),
+    "gpt-145.6b": _narayanan(80, 12288, 96, "145.6"),
+    "gpt-310.1b": _narayanan(96, 16384, 128, "310.1"),
+    "gpt-529.6b": _narayanan(105, 20480, 128, "529.6"),
+    "gpt-1t": _narayanan(128, 25600, 160, "1008.0"),
+    # GPT-3 175B (Brown et al. 2020 Table 2.1: 96 layers, d_model 12288, 96 heads) with Narayanan's
+    # vocab 51200 (Narayanan et al. 2021 §5.2: 174.6B).
+    "gpt3-175b": Arch(
+        description="GPT-3 175B with Megatron's vocab 51200 (174.6B, Narayanan et al. 2021 §5.2)",
+        source="Brown et al. 2020 Table 2.1; Narayanan et al. 2021 §5.2",
+        layers=96, hidden=12288, heads=96, vocab=51200, seq=2048, dropout=True,
+    ),
+    # Megatron-LM README H100 table: (layers, hidden, heads) as printed.
+    "megatron-gpt-1.7b": _megatron_h100(24, 2048, 16, "1.7"),
+    "megatron-gpt-7.1b": _megatron_h100(30, 4096, 32, "7.1"),
+    "megatron-gpt-16b": _megatron_h100(32, 6144, 48, "16"),
+    "megatron-gpt-32b": _megatron_h100(48, 7168, 56, "32"),
+    "megatron-gpt-70b": _megatron_h100(84, 8192, 64, "70"),
+    "megatron-gpt-119b": _megatron_h100(92, 10240, 80, "119"),
+    "megatron-gpt-177b": _megatron_h100(96, 12288, 96, "177"),
+    "megatron-gpt-314b": _megatron_h100(96, 16384, 128, "314"),
+    "megatron-gpt-462b": _megatron_h100(112, 18432, 144, "462"),
+    # Llama 3.1: (layers, hidden, heads, ffn).
+    "llama3.1-8b": _llama31(32, 4096, 32, 14336, "8B"),
+    "llama3.1-70b": _llama31(80, 8192, 64, 28672, "70B"),
+    "llama3.1-405b": _llama31(126, 16384, 128, 53248, "405B"),
+    # mistralai/Mixtral-8x7B-v0.1/config.json (Jiang et al. 2024, arXiv:2401.04088 Table 1).
+    "mixtral-8x7b": Arch(
+        description="Mixtral 8x7B (8 experts, top-2, GQA 8 KV heads, SwiGLU, RMSNorm)",
+        source="mistralai/Mixtral-8x7B-v0.1/config.json",
+        layers=32, hidden=4096, heads=32, kv_heads=8, ffn=14336, vocab=32000, seq=32768,
+        act="swiglu", norm="rmsnorm", biases=False, tied=False, positions="rotary",
+        experts=8, top_k=2,
+    ),
+    # MPT: (layers, hidden, heads) from the llm-foundry pretrain yamls.
+    "mpt-1b": _mpt(24, 2048, 16, "1B"),
+    "mpt-3b": _mpt(32, 2560, 20, "3B"),
+    "mpt-7b": _mpt(32, 4096, 32, "7B"),
+    "mpt-13b": _mpt(40, 5120, 40, "13B"),
+    "mpt-30b": _mpt(48, 7168, 56, "30B"),
+    "mpt-70b": _mpt(80, 8192, 64, "70B"),
+    # bigscience/bloom/config.json (BigScience 2022, arXiv:2211.05100 Table 3): ALiBi, embedding
+    # LayerNorm, tied head, biases, GELU 4h, dropout 0.0, seq 2048.
+    "bloom-176b": Arch(
+        description="BLOOM 176B (ALiBi, embedding LayerNorm, vocab 250880)",
+        source="bigscience/bloom/config.json; BLOOM paper (arXiv:2211.05100) Table 3",
+        layers=70, hidden=14336, heads=112, vocab=250880, seq=2048,
+        positions="alibi", embedding_norm=True,
+    ),
+}
+
+
+def preset_names() -> list[str]:
+    """Every preset name, sorted."""
+    return sorted(PRESETS)
+
+
+def list_presets() -> list[tuple[str, str]]:
+    """``(name, one-line description)`` for every preset, sorted by name."""
+    return [(name, PRESETS[name].description) for name in preset_names()]
+
+
+def _block(arch: Arch) -> TransformerLayer:
+    """The one transformer block every layer of a preset repeats."""
+    return TransformerLayer(
+        hidden_size=arch.hidden,
+        num_heads=arch.heads,
+        num_kv_heads=arch.kv_heads or arch.heads,
+        head_dim=arch.hidden // arch.heads,
+        ffn_hidden_size=arch.ffn or 4 * arch.hidden,
+        ffn_act=arch.act,
+        num_experts=arch.experts,
+        moe_top_k=arch.top_k,
+        norm=arch.norm,
+        qkv_bias=arch.biases,
+        out_bias=arch.biases,
+        mlp_bias=arch.biases,
+        dropout=arch.dropout,
+    )
+
+
+def build_preset(name: str) -> ModelSpec:
+    """Build the spec of preset ``name`` (exact, lower-case key of :data:`PRESETS`)."""
+    arch = PRESETS[name]
+    block = _block(arch)
+    return decoder_lm(
+        name,
+        blocks=(block,) * arch.layers,
+        vocab_size=arch.vocab,
+        tied_embeddings=arch.tied,
+        max_seq_len=arch.seq,
+        source=f"preset {name} ({arch.source})",
+        learned_positions=arch.seq if arch.positions == "learned" else 0,
+        embedding_norm=arch.norm if arch.embedding_norm else None,
+    )
