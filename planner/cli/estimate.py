@@ -1,0 +1,116 @@
+"""``meshplan estimate``: predicted step time, throughput and memory of one parallel configuration.
+
+Two forms (DESIGN.md): the configuration as flags, or ``--plan plan.json`` to re-estimate a plan.
+``--json`` prints ``planner.estimate(...).model_dump()`` as one JSON object; otherwise a summary
+table. A configuration that does not fit in memory is still an estimate (exit 0, ``fits: false``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int
+
+_EXAMPLES = """\
+  meshplan estimate --model gpt3-175b --cluster dgx-a100 --gpus 1024 \\
+      --global-batch 1536 --seq-len 2048 --tp 8 --pp 16
+  meshplan estimate --model llama3.1-8b --cluster dgx-h100 --gpus 64 \\
+      --global-batch 512 --seq-len 8192 --tp 2 --cp 2 --recompute selective --zero 1 --json
+  meshplan estimate --model path/to/config.json --cluster my_cluster.json --gpus 16 \\
+      --global-batch 64 --seq-len 4096 --tp 4 --pp 2 --vpp 2 --micro-batch 2
+  meshplan estimate --plan plan.json --json"""
+
+_DESCRIPTION = """\
+Estimate one configuration: step time, tokens/s, MFU, TFLOP/s per GPU, peak memory per GPU against
+capacity, and where the time and memory go. DP is derived: gpus / (tp x pp x cp).
+MODEL is a preset name (meshplan list models), a Hugging Face config.json, or
+path/to/file.py:factory / package.module:factory returning a torch.nn.Module.
+CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
+
+_REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
+"""Flags the flag form needs (dest names)."""
+_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero")
+"""Every configuration flag; none of them may accompany ``--plan``."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``estimate`` subcommand."""
+    parser = add_subparser(subparsers, "estimate", "estimate one parallel configuration", _DESCRIPTION, _EXAMPLES)
+    parser.add_argument("--plan", metavar="PLAN_JSON", help="estimate the configuration of a plan file instead")
+    what = parser.add_argument_group("model, hardware and batch (required unless --plan)")
+    what.add_argument("--model", metavar="M", help="preset, config.json or module factory")
+    what.add_argument("--cluster", metavar="C", help="cluster preset or JSON file")
+    what.add_argument("--gpus", metavar="N", type=positive_int, help="number of GPUs")
+    what.add_argument("--global-batch", metavar="B", type=positive_int, help="sequences per optimizer step")
+    what.add_argument("--seq-len", metavar="S", type=positive_int, help="tokens per sequence")
+    how = parser.add_argument_group("parallel configuration")
+    how.add_argument("--tp", metavar="T", type=positive_int, help="tensor-parallel degree (default 1)")
+    how.add_argument("--pp", metavar="P", type=positive_int, help="pipeline-parallel degree (default 1)")
+    how.add_argument("--cp", metavar="C", type=positive_int, help="context-parallel degree (default 1)")
+    how.add_argument("--vpp", metavar="V", type=positive_int, help="virtual stages per pipeline rank (default 1)")
+    how.add_argument("--micro-batch", metavar="MB", type=positive_int, help="sequences per micro-batch (default 1)")
+    how.add_argument(
+        "--sp",
+        action=argparse.BooleanOptionalAction,
+        help="Megatron sequence parallelism (default: on when tp > 1)",
+    )
+    how.add_argument(
+        "--recompute", choices=("none", "selective", "full"), help="activation recomputation (default none)"
+    )
+    how.add_argument(
+        "--zero",
+        type=int,
+        choices=(0, 1, 2, 3),
+        help="sharding over dp: 0 none, 1 optimizer (default), 2 + gradients, 3 + parameters",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Estimate the configuration and print it; bad input leaves as an exception for ``main``."""
+    _check_form(args)
+    import planner  # deferred: the cost model is not needed for --help or argument errors
+
+    if args.plan is not None:
+        result = planner.estimate_plan(args.plan)
+    else:
+        result = planner.estimate(
+            model=args.model,
+            cluster=args.cluster,
+            gpus=args.gpus,
+            global_batch=args.global_batch,
+            seq_len=args.seq_len,
+            tp=args.tp or 1,
+            pp=args.pp or 1,
+            cp=args.cp or 1,
+            vpp=args.vpp or 1,
+            micro_batch=args.micro_batch or 1,
+            sp=args.sp,
+            recompute=args.recompute or "none",
+            zero=args.zero,
+        )
+    if args.json:
+        print(json.dumps(result.model_dump(), indent=2, sort_keys=False))
+    else:
+        from planner.cli._summary import print_summary
+
+        print_summary(result.model_dump())
+    return EXIT_OK
+
+
+def _check_form(args: argparse.Namespace) -> None:
+    """Either ``--plan`` alone or the required flags: say which flags are missing or in the way."""
+    if args.plan is not None:
+        extra = [_flag(dest) for dest in _CONFIG_FLAGS if getattr(args, dest) is not None]
+        if extra:
+            raise UsageError(f"estimate: --plan takes no configuration flags (remove {', '.join(extra)})")
+        return
+    missing = [_flag(dest) for dest in _REQUIRED if getattr(args, dest) is None]
+    if missing:
+        raise UsageError(f"estimate: missing {', '.join(missing)} (or give --plan plan.json)")
+
+
+def _flag(dest: str) -> str:
+    return "--" + dest.replace("_", "-")
