@@ -11,8 +11,14 @@ bandwidth and ``η`` the achieved busbw fraction from the cluster's efficiency s
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
 
 from costmodel.specs import ClusterSpec
+
+Num = Union[float, np.ndarray]
+"""A byte count or time: a float, or a numpy array of them (one per pipeline rank)."""
 
 
 @dataclass(frozen=True)
@@ -37,62 +43,69 @@ def place_group(size: int, stride: int, gpus_per_node: int) -> Group:
     return Group(size=size, per_node=per_node)
 
 
-def _ring_time(n: int, factor: float, nbytes: float, bw_gbps: float, eff: float, hops: int, lat_us: float) -> float:
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    return hops * lat_us * 1e-6 + factor * nbytes / (bw_gbps * 1e9 * eff)
+def _seconds(nbytes: Num, bandwidth_s: Num, latency_s: float) -> Num:
+    """Latency plus bandwidth time, zero for empty messages (``nbytes`` float or array)."""
+    if isinstance(nbytes, np.ndarray):
+        return np.where(nbytes > 0, latency_s + bandwidth_s, 0.0)
+    return latency_s + bandwidth_s if nbytes > 0 else 0.0
 
 
-def _intra(cluster: ClusterSpec, n: int, factor_per_rank: float, nbytes: float, steps: int) -> float:
-    eff = cluster.efficiency.intra_node
-    return _ring_time(n, factor_per_rank, nbytes, cluster.intra_node_bandwidth_gbps, eff, steps, cluster.intra_node_latency_us)
-
-
-def _inter(cluster: ClusterSpec, k: int, factor_per_rank: float, nbytes: float, steps: int) -> float:
-    eff = cluster.efficiency.network
-    return _ring_time(k, factor_per_rank, nbytes, cluster.network_bandwidth_gbps, eff, steps, cluster.network_latency_us)
-
-
-def reduce_scatter(cluster: ClusterSpec, group: Group, nbytes: float) -> float:
-    """Reduce-scatter of an ``nbytes`` buffer (each rank keeps nbytes/n): (n−1)/n·S/B per level."""
-    return _one_pass(cluster, group, nbytes)
-
-
-def all_gather(cluster: ClusterSpec, group: Group, nbytes: float) -> float:
-    """All-gather into an ``nbytes`` buffer (each rank contributes nbytes/n): (n−1)/n·S/B per level."""
-    return _one_pass(cluster, group, nbytes)
-
-
-def all_reduce(cluster: ClusterSpec, group: Group, nbytes: float) -> float:
-    """All-reduce of ``nbytes``: a reduce-scatter then an all-gather (ring; 2(n−1)/n·S/B)."""
-    return 2.0 * _one_pass(cluster, group, nbytes)
-
-
-def _one_pass(cluster: ClusterSpec, group: Group, nbytes: float) -> float:
-    """One ring pass (RS or AG), hierarchical when the group spans nodes (costmodel-notes 2.6.2)."""
-    g, k = group.per_node, group.nodes
-    inside = _intra(cluster, g, (g - 1) / g, nbytes, g - 1)
-    across = _inter(cluster, k, (k - 1) / k, nbytes / g, k - 1)
-    return inside + across
-
-
-def all_to_all(cluster: ClusterSpec, group: Group, nbytes: float) -> float:
-    """All-to-all where each rank sends ``nbytes`` in total, (n−1)/n of it to others (pairwise).
-
-    Bytes for peers in other nodes leave over the GPU's own NIC; the slower level bounds the time.
-    """
-    n, g = group.size, group.per_node
-    if n <= 1 or nbytes <= 0:
-        return 0.0
-    inside = _intra(cluster, g, (g - 1) / n, nbytes, g - 1) if g > 1 else 0.0
-    across = _inter(cluster, 2, (n - g) / n, nbytes, n - g) if n > g else 0.0
-    return max(inside, across)
-
-
-def send_recv(cluster: ClusterSpec, nbytes: float, across_nodes: bool) -> float:
-    """Point-to-point transfer of ``nbytes`` (pipeline activations): α + S/(B·η)."""
-    if nbytes <= 0:
-        return 0.0
+def _link_seconds(cluster: ClusterSpec, nbytes: Num, across_nodes: bool) -> Num:
+    """S/(B·η) over one GPU's NVLink or NIC."""
     if across_nodes:
-        return _inter(cluster, 2, 1.0, nbytes, 1)
-    return _intra(cluster, 2, 1.0, nbytes, 1)
+        return nbytes / (cluster.network_bandwidth_gbps * 1e9 * cluster.efficiency.network)
+    return nbytes / (cluster.intra_node_bandwidth_gbps * 1e9 * cluster.efficiency.intra_node)
+
+
+def ring_latency(cluster: ClusterSpec, group: Group) -> float:
+    """Latency of one ring pass: n − 1 steps, of which k − 1 cross the network (NVIDIA/nccl
+    ``src/graph/tuning.cc``: (nsteps − nInterSteps)·intraLat + nInterSteps·interLat)."""
+    n, k = group.size, group.nodes
+    return ((n - k) * cluster.intra_node_latency_us + (k - 1) * cluster.network_latency_us) * 1e-6
+
+
+def _one_pass(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float) -> Num:
+    """One ring pass (RS or AG) of ``nbytes`` split into ``messages`` collectives: the bandwidth term
+    of the hierarchical algorithm (costmodel-notes 2.6.2: (g−1)/g·S over NVLink, (k−1)/k·S/g over
+    each GPU's NIC) and the ring latency once per message."""
+    g, k = group.per_node, group.nodes
+    if group.size <= 1:
+        return 0.0 * nbytes
+    bandwidth = (g - 1) / g * _link_seconds(cluster, nbytes, False)
+    bandwidth = bandwidth + (k - 1) / k * _link_seconds(cluster, nbytes / g, True)
+    return _seconds(nbytes, bandwidth, messages * ring_latency(cluster, group))
+
+
+def reduce_scatter(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float = 1) -> Num:
+    """Reduce-scatter of an ``nbytes`` buffer (each rank keeps nbytes/n): (n−1)/n·S/B."""
+    return _one_pass(cluster, group, nbytes, messages)
+
+
+def all_gather(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float = 1) -> Num:
+    """All-gather into an ``nbytes`` buffer (each rank contributes nbytes/n): (n−1)/n·S/B."""
+    return _one_pass(cluster, group, nbytes, messages)
+
+
+def all_reduce(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float = 1) -> Num:
+    """All-reduce of ``nbytes``: a reduce-scatter then an all-gather (ring; 2(n−1)/n·S/B)."""
+    return 2.0 * _one_pass(cluster, group, nbytes, messages)
+
+
+def all_to_all(cluster: ClusterSpec, group: Group, nbytes: Num) -> Num:
+    """All-to-all where each rank sends ``nbytes`` in total, (n−1)/n of it to others (pairwise, n − 1
+    steps). Bytes for peers in other nodes leave over the GPU's own NIC, the rest over NVLink; the
+    slower of the two bounds the time."""
+    n, g = group.size, group.per_node
+    if n <= 1:
+        return 0.0 * nbytes
+    inside = (g - 1) / n * _link_seconds(cluster, nbytes, False)
+    across = (n - g) / n * _link_seconds(cluster, nbytes, True)
+    slower = np.maximum(inside, across) if isinstance(nbytes, np.ndarray) else max(inside, across)
+    latency = ((g - 1) * cluster.intra_node_latency_us + (n - g) * cluster.network_latency_us) * 1e-6
+    return _seconds(nbytes, slower, latency)
+
+
+def send_recv(cluster: ClusterSpec, nbytes: Num, across_nodes: bool) -> Num:
+    """Point-to-point transfer of ``nbytes`` (pipeline activations, ring-attention chunks): α + S/(B·η)."""
+    latency = cluster.network_latency_us if across_nodes else cluster.intra_node_latency_us
+    return _seconds(nbytes, _link_seconds(cluster, nbytes, across_nodes), latency * 1e-6)

@@ -23,9 +23,15 @@ def gemm_time(cluster: ClusterSpec, flops: float) -> float:
     return (flops + half) / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.gemm_max)
 
 
-def grouped_gemm_time(cluster: ClusterSpec, flops_each: float, count: float) -> float:
-    """Seconds for ``count`` equal GEMMs run back to back (MoE experts, batched heads)."""
-    return count * gemm_time(cluster, flops_each) if count > 0 else 0.0
+def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float = 1) -> float:
+    """Seconds for ``count`` GEMMs (m x k)(k x n) in bf16: the FLOP time of :func:`gemm_time` plus the
+    time to stream A, B and C through HBM, added rather than overlapped (Calculon's ``no_overlap``
+    op model, Isaev et al. SC'23). Thin GEMMs (small k or n, as TP makes them) lose most to it."""
+    if m <= 0 or n <= 0 or k <= 0 or count <= 0:
+        return 0.0
+    nbytes = 2.0 * (m * k + k * n + m * n)
+    traffic = nbytes / (cluster.gpu.hbm_bandwidth_gbps * 1e9 * cluster.efficiency.memory)
+    return count * (gemm_time(cluster, 2.0 * m * n * k) + traffic)
 
 
 def attention_time(cluster: ClusterSpec, flops: float) -> float:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from costmodel import comm
 from costmodel.flops import layer_params
-from costmodel.kernels import gemm_time, memory_time
+from costmodel.kernels import gemm_time, matmul_time, memory_time
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
 from costmodel.specs import ClusterSpec, EmbeddingLayer, GenericLayer, HeadLayer, NormLayer
 
@@ -61,9 +61,9 @@ def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
     forward and a reduce-scatter backward under SP. The logits of one
     micro-batch are transient: in 1F1B its backward follows at once on the last stage."""
     logits = cfg.tokens * layer.vocab_size / cfg.tp
-    flops = 2.0 * cfg.tokens * layer.hidden_size * layer.vocab_size / cfg.tp
-    fwd = gemm_time(cluster, flops) + memory_time(cluster, 14 * logits, kernels=4)
-    bwd = 2 * gemm_time(cluster, flops) + memory_time(cluster, 10 * logits, kernels=3)
+    gemm = matmul_time(cluster, cfg.tokens, layer.vocab_size / cfg.tp, layer.hidden_size)
+    fwd = gemm + memory_time(cluster, 14 * logits, kernels=4)
+    bwd = 2 * gemm + memory_time(cluster, 10 * logits, kernels=3)
     tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
     params = layer_params(layer) / cfg.tp
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div

@@ -2,50 +2,62 @@
 
 from __future__ import annotations
 
+import math
+
 from costmodel import comm
 from costmodel.flops import (
     CAUSAL_ATTENTION_FRACTION,
+    attention_context,
     expert_params,
+    ffn_matrices,
     layer_params,
     norm_params,
-    transformer_fwd_flops,
 )
-from costmodel.kernels import attention_time, gemm_time, grouped_gemm_time, memory_time
+from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
 from costmodel.memory import transformer_activation_bytes
 from costmodel.specs import ClusterSpec, TransformerLayer
 
 
-def _split(flops: dict[str, float], key: str, tp: int) -> float:
-    return flops.get(key, 0.0) / tp
+def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> float:
+    """Forward time of a block's projections, by GEMM shape (m tokens, k in, n out), under TP's
+    column (QKV, FC1) and row (out-projection, FC2) splits (Shoeybi et al. 2019 §3)."""
+    t, h, m = cfg.tp, layer.hidden_size, cfg.tokens
+    q, kv = layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
+    up = (ffn_matrices(layer) - 1) * layer.ffn_hidden_size
+    time = matmul_time(cluster, m, (q + 2 * kv) / t, h) + matmul_time(cluster, m, h, q / t)
+    if layer.cross_attention:
+        time += matmul_time(cluster, m, (2 * q + 2 * kv) / t, h) + matmul_time(cluster, m, h, q / t)
+    if not layer.is_moe:
+        return time + matmul_time(cluster, m, up / t, h) + matmul_time(cluster, m, h, layer.ffn_hidden_size / t)
+    local = max(1, layer.num_experts // cfg.ep)
+    routed = m * layer.moe_top_k * cfg.ep / layer.num_experts
+    time += matmul_time(cluster, routed, up / t, h, local) + matmul_time(cluster, routed, h, layer.ffn_hidden_size / t, local)
+    time += matmul_time(cluster, m, layer.num_experts, h)
+    shared = layer.shared_expert_ffn_hidden_size
+    if shared:
+        time += matmul_time(cluster, m, (ffn_matrices(layer) - 1) * shared / t, h) + matmul_time(cluster, m, h, shared / t)
+    return time
 
 
 def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float, float, float]:
     """Forward, backward, selective-recompute and attention-core times of a block.
 
     Backward GEMMs cost 2x forward (dgrad + wgrad); FlashAttention backward 2.5x forward (it recomputes
-    QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work).
+    QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work) as one
+    batched GEMM per head, plus the softmax and dropout passes over the s x s scores.
     """
     t = cfg.tp
+    gemms = _gemms_time(layer, cfg, cluster)
     frac = CAUSAL_ATTENTION_FRACTION if cfg.flash else 1.0
-    fl = transformer_fwd_flops(layer, cfg.tokens, cfg.seq_len, frac)
-    gemms = gemm_time(cluster, _split(fl, "qkv", t)) + gemm_time(cluster, _split(fl, "out_proj", t))
-    if "cross" in fl:
-        gemms += 2 * gemm_time(cluster, _split(fl, "cross", t) / 2)
-    if layer.is_moe:
-        local_experts = max(1, layer.num_experts // cfg.ep)
-        expert_flops = fl["experts"] / t / local_experts
-        gemms += grouped_gemm_time(cluster, expert_flops, local_experts) + gemm_time(cluster, fl["router"])
-        gemms += gemm_time(cluster, _split(fl, "shared", t))
-    else:
-        gemms += gemm_time(cluster, _split(fl, "mlp", t))
-    core = fl["attn_core"] / t
+    core = 4.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * layer.num_heads * layer.head_dim / t
     if cfg.flash:
         attn_f, attn_b = attention_time(cluster, core), attention_time(cluster, 2.5 * core)
         softmax_bytes = 0.0
     else:
         heads = layer.num_heads / t
-        attn_f = grouped_gemm_time(cluster, core / heads, heads)
+        per_head = cfg.tokens / cfg.micro_batch
+        attn_f = 2 * matmul_time(cluster, per_head, cfg.seq_len, layer.head_dim, heads * cfg.micro_batch)
         attn_b = 2 * attn_f
         drop = 2.5 if layer.dropout else 0.0
         softmax_bytes = (2.0 + drop) * ACT_BYTES * cfg.tokens * heads * cfg.seq_len
@@ -136,11 +148,15 @@ def _ep_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
 
 def _zero3_comm(params: float, cfg: LocalConfig, cluster: ClusterSpec, fwd: float, bwd: float) -> tuple[float, float]:
     """ZeRO-3 / FSDP per micro-batch: all-gather parameters forward and backward, reduce-scatter
-    gradients (3Ψ, ZeRO paper §7), each prefetched behind the neighbouring layer's compute."""
+    gradients (3Ψ, ZeRO paper §7), each prefetched behind the neighbouring layer's compute. Every
+    collective (one per layer, or one per bucket) pays the ring latency, which grows with the group."""
     if cfg.zero3_group == 1:
         return 0.0, 0.0
     group = comm.place_group(cfg.zero3_group, cfg.tp, cluster.gpus_per_node)
-    ag = comm.all_gather(cluster, group, params * ACT_BYTES)
-    rs = comm.reduce_scatter(cluster, group, params * cfg.grad_reduce_bytes)
+    messages = math.ceil(params / cfg.zero3_bucket_params) if cfg.zero3_bucket_params else 1
+    ag = comm.all_gather(cluster, group, params * ACT_BYTES, messages)
+    rs = comm.reduce_scatter(cluster, group, params * cfg.grad_reduce_bytes, messages)
+    if not cfg.zero3_overlap:
+        return 2 * ag + rs, 2 * ag + rs
     exposed = max(0.0, ag - fwd) + max(0.0, ag + rs - bwd)
     return 2 * ag + rs, exposed

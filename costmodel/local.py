@@ -31,6 +31,10 @@ class LocalConfig:
     """Ranks sharding the parameters under ZeRO-3 (dp x cp), 1 when parameters are not sharded."""
     grad_reduce_bytes: int = 4
     tp_comm_overlap: bool = False
+    zero3_bucket_params: int = 0
+    zero3_overlap: bool = True
+    """ZeRO-3 gathers are prefetched behind compute (False: fetched on demand, fully exposed)."""
+    """Parameters per ZeRO-3 collective (0: one per layer); each collective pays the ring latency."""
 
     @property
     def tokens(self) -> float:

@@ -1,5 +1,9 @@
 """Sum layer costs into pipeline ranks: chunk k of ``stage_layers`` runs on rank k mod pp (Megatron's
-interleaved layout: stage i = a·PP + b is virtual chunk a of rank b; ecosystem-notes B1)."""
+interleaved layout: stage i = a·PP + b is virtual chunk a of rank b; ecosystem-notes B1).
+
+Every quantity is a numpy array with one entry per pipeline rank, so that the step model works on all
+ranks at once (the search calls it millions of times).
+"""
 
 from __future__ import annotations
 
@@ -10,35 +14,37 @@ import numpy as np
 
 from costmodel.local import LayerCost, LocalConfig
 from costmodel.specs import ParallelConfig
-from costmodel.table import RECOMPUTE_CODES, CostTable, default_stage_layers
+from costmodel.table import RECOMPUTE_CODES, CostTable
 
-_FIELDS = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
-_LINKS = ("tp", "cp", "ep", "dp")
+_SUMMED = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
+LINKS = ("tp", "cp", "ep", "dp")
 
 
 @dataclass(frozen=True)
-class RankCost:
-    """One pipeline rank, per micro-batch: sums over the layers of all its chunks."""
+class Ranks:
+    """Per pipeline rank, per micro-batch: sums over the layers of all the rank's chunks."""
 
-    chunks: tuple[tuple[int, int], ...]
-    """[start, end) layer ranges of the rank's chunks, in chunk order."""
-    fwd_s: float
-    bwd_s: float
-    recompute_s: float
-    exposed_s: float
-    hidden_s: float
-    link_s: dict[str, float]
-    act_bytes: float
-    work_bytes: float
-    params: float
-    expert_params: float
-    boundary_bytes: float
+    chunk_bounds: np.ndarray
+    """Layer index where each chunk starts, plus the layer count at the end (pp·vpp + 1 entries)."""
+    fwd_s: np.ndarray
+    bwd_s: np.ndarray
+    recompute_s: np.ndarray
+    exposed_s: np.ndarray
+    hidden_s: np.ndarray
+    act_bytes: np.ndarray
+    params: np.ndarray
+    expert_params: np.ndarray
+    links: dict[str, np.ndarray]
+    work_bytes: np.ndarray
+    """Largest transient activation of any layer on the rank."""
+    largest_layer_params: np.ndarray
+    boundary_bytes: np.ndarray
     """Largest activation the rank sends to the next stage per micro-batch."""
-    largest_layer_params: float
 
-
-def _vector(cost: LayerCost) -> list[float]:
-    return [getattr(cost, f) for f in _FIELDS] + [cost.comm_link_s[k] for k in _LINKS]
+    def chunks(self, rank: int, pp: int) -> list[tuple[int, int]]:
+        """[start, end) layer ranges of ``rank``'s chunks, in chunk order."""
+        b = self.chunk_bounds
+        return [(int(b[k]), int(b[k + 1])) for k in range(rank, len(b) - 1, pp)]
 
 
 def layer_keys(table: CostTable, cfg: ParallelConfig) -> np.ndarray:
@@ -46,51 +52,46 @@ def layer_keys(table: CostTable, cfg: ParallelConfig) -> np.ndarray:
     if cfg.layer_recompute is not None:
         codes = np.array([RECOMPUTE_CODES.index(x) for x in cfg.layer_recompute])
     else:
-        codes = np.full(len(table.layer_group), RECOMPUTE_CODES.index(cfg.recompute))
+        codes = RECOMPUTE_CODES.index(cfg.recompute)
     return table.layer_group * 3 + np.where(table.recomputable, codes, 0)
 
 
-def rank_costs(
-    table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]
-) -> tuple[RankCost, ...]:
+def _row(cost: LayerCost) -> list[float]:
+    return [getattr(cost, f) for f in _SUMMED] + [cost.comm_link_s[k] for k in LINKS]
+
+
+def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:
     """Per-rank sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
-    keys = layer_keys(table, cfg)
-    present = np.unique(keys)
-    locals_ = {code: local(code) for code in {RECOMPUTE_CODES[k % 3] for k in present}}
-    costs = {int(k): table.cost(int(k) // 3, locals_[RECOMPUTE_CODES[k % 3]]) for k in present}
-    col = {int(k): i for i, k in enumerate(present)}
-    matrix = np.array([_vector(costs[int(k)]) for k in present])
-    onehot = np.zeros((len(keys) + 1, len(present)))
-    onehot[np.arange(1, len(keys) + 1), [col[int(k)] for k in keys]] = 1.0
-    cum = np.cumsum(onehot, axis=0)
-    sizes = cfg.stage_layers or default_stage_layers(table.model, cfg.pp * cfg.vpp)
-    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-    chunk_counts = cum[bounds[1:]] - cum[bounds[:-1]]
-    chunk_sums = chunk_counts @ matrix
-    return tuple(_rank(r, cfg, bounds, chunk_sums, chunk_counts, keys, costs, present) for r in range(cfg.pp))
-
-
-def _rank(r, cfg, bounds, chunk_sums, chunk_counts, keys, costs, present) -> RankCost:
-    idx = list(range(r, cfg.pp * cfg.vpp, cfg.pp))
-    total = chunk_sums[idx].sum(axis=0)
-    used = [int(present[j]) for j in np.flatnonzero(chunk_counts[idx].sum(axis=0))]
-    work = max((costs[k].work_bytes for k in used), default=0.0)
-    largest = max((costs[k].params for k in used), default=0.0)
-    last_keys = [int(keys[bounds[i + 1] - 1]) for i in idx if bounds[i + 1] > bounds[i]]
-    boundary = max((costs[k].out_bytes for k in last_keys), default=0.0)
-    n = len(_FIELDS)
-    return RankCost(
-        chunks=tuple((int(bounds[i]), int(bounds[i + 1])) for i in idx),
-        fwd_s=float(total[0]),
-        bwd_s=float(total[1]),
-        recompute_s=float(total[2]),
-        exposed_s=float(total[3]),
-        hidden_s=float(total[4]),
-        link_s={k: float(total[n + j]) for j, k in enumerate(_LINKS)},
-        act_bytes=float(total[5]),
-        work_bytes=float(work),
-        params=float(total[6]),
-        expert_params=float(total[7]),
-        boundary_bytes=float(boundary),
-        largest_layer_params=float(largest),
+    signature = cfg.layer_recompute or cfg.recompute
+    present, inverse, cum = table.key_prefix(signature, layer_keys(table, cfg))
+    views = {}
+    costs = []
+    for k in present.tolist():
+        code = RECOMPUTE_CODES[k % 3]
+        view = views.get(code) or views.setdefault(code, local(code))
+        costs.append(table.cost(k // 3, view))
+    matrix = np.array([_row(c) for c in costs])
+    sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
+    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    counts = (cum[bounds[1:]] - cum[bounds[:-1]]).reshape(cfg.vpp, cfg.pp, len(present)).sum(axis=0)
+    sums = counts @ matrix
+    used = counts > 0
+    work = np.array([c.work_bytes for c in costs])
+    largest = np.array([c.params for c in costs])
+    out = np.array([c.out_bytes for c in costs])
+    last = inverse[np.maximum(bounds[1:] - 1, 0)].reshape(cfg.vpp, cfg.pp)
+    n = len(_SUMMED)
+    return Ranks(
+        chunk_bounds=bounds,
+        **{name: sums[:, i] for i, name in enumerate(_SUMMED[:2])},
+        recompute_s=sums[:, 2],
+        exposed_s=sums[:, 3],
+        hidden_s=sums[:, 4],
+        act_bytes=sums[:, 5],
+        params=sums[:, 6],
+        expert_params=sums[:, 7],
+        links={k: sums[:, n + j] for j, k in enumerate(LINKS)},
+        work_bytes=np.where(used, work, 0.0).max(axis=1),
+        largest_layer_params=np.where(used, largest, 0.0).max(axis=1),
+        boundary_bytes=out[last].max(axis=0),
     )

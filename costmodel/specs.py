@@ -279,6 +279,9 @@ class ParallelConfig(BaseModel):
     """Sharded-parameter all-gathers overlap compute (prefetch)."""
     tp_comm_overlap: bool = False
     """TP communication overlaps its GEMMs (Transformer Engine userbuffers; needs sp)."""
+    zero3_bucket_params: int = Field(default=0, ge=0)
+    """Parameters fetched per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit).
+    DeepSpeed fetches in ``stage3_prefetch_bucket_size`` buckets (default 50,000,000)."""
 
     @property
     def num_gpus(self) -> int:

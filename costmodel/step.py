@@ -14,11 +14,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel import comm
-from costmodel.kernels import memory_time
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
 from costmodel.pipeline import p2p_exposed, pipeline_time
-from costmodel.ranks import RankCost, rank_costs
+from costmodel.ranks import Ranks, rank_costs
 from costmodel.specs import ParallelConfig
 from costmodel.table import CostTable
 
@@ -41,10 +40,13 @@ class StepEstimate:
     time_breakdown_s: dict[str, float]
     link_time_s: dict[str, float]
     memory_breakdown_gib: dict[str, float]
+    """Of the pipeline rank with the largest peak."""
     peak_memory_gib: float
     capacity_gib: float
-    ranks: tuple[RankCost, ...]
-    rank_memory_gib: tuple[float, ...]
+    ranks: Ranks
+    rank_memory_gib: np.ndarray
+    rank_time_s: np.ndarray
+    """Per micro-batch forward + backward + recompute + exposed communication of each rank."""
 
     @property
     def fits(self) -> bool:
@@ -69,55 +71,56 @@ def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> Local
         zero3_group=cfg.dp * cfg.cp if cfg.zero == 3 else 1,
         grad_reduce_bytes=cfg.grad_reduce_bytes,
         tp_comm_overlap=cfg.tp_comm_overlap,
+        zero3_bucket_params=cfg.zero3_bucket_params,
+        zero3_overlap=cfg.overlap_param_gather,
     )
 
 
 def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     """Predict step time and per-GPU memory of ``cfg`` for the table's model on its cluster."""
-    cluster = table.cluster
     m = cfg.num_microbatches
-    ranks = rank_costs(table, cfg, lambda rc: local_config(table, cfg, rc))
-    slow = cluster.efficiency.overlap_slowdown
-    per_mb = [r.fwd_s + r.bwd_s + r.recompute_s + r.exposed_s + slow * r.hidden_s for r in ranks]
-    pipe_s, bubble_s = pipeline_time(per_mb, m, cfg.vpp, cfg.schedule)
+    r = rank_costs(table, cfg, lambda rc: local_config(table, cfg, rc))
+    slow = table.cluster.efficiency.overlap_slowdown
+    comm_mb = r.exposed_s + slow * r.hidden_s
+    per_mb = r.fwd_s + r.bwd_s + r.recompute_s + comm_mb
+    pipe_s, bubble_s = pipeline_time(per_mb.tolist(), m, cfg.vpp, cfg.schedule)
     crit = int(np.argmax(per_mb))
-    pp_link, pp_exposed = _pipeline_comm(table, cfg, ranks)
-    dp_link, dp_exposed = _data_parallel_comm(table, cfg, ranks)
-    optimizer_s = max(_optimizer_time(table, cfg, r) for r in ranks)
-    step = pipe_s + pp_exposed + dp_exposed + optimizer_s
-    c = ranks[crit]
-    comm_mb = c.exposed_s + slow * c.hidden_s
+    pp_link, pp_exposed = _pipeline_comm(table, cfg, r)
+    dp_link, dp_exposed = _data_parallel_comm(table, cfg, r)
+    optimizer_s = float(_optimizer_time(table, cfg, r).max())
     breakdown = {
-        "compute": m * (c.fwd_s + c.bwd_s),
-        "exposed_comm": m * comm_mb + pp_exposed + dp_exposed,
+        "compute": m * float(r.fwd_s[crit] + r.bwd_s[crit]),
+        "exposed_comm": m * float(comm_mb[crit]) + pp_exposed + dp_exposed,
         "pipeline_bubble": bubble_s,
-        "recompute": m * c.recompute_s,
+        "recompute": m * float(r.recompute_s[crit]),
         "optimizer": optimizer_s,
     }
-    links = {k: m * c.link_s[k] for k in ("tp", "cp", "ep")}
-    links["pp"], links["dp"] = pp_link, dp_link + m * c.link_s["dp"]
-    memories = [_rank_memory(table, cfg, r, i) for i, r in enumerate(ranks)]
-    top = max(range(len(memories)), key=lambda i: sum(memories[i].values()))
+    links = {k: m * float(r.links[k][crit]) for k in ("tp", "cp", "ep")}
+    links["pp"], links["dp"] = pp_link, dp_link + m * float(r.links["dp"][crit])
+    memory = _rank_memory(table, cfg, r)
+    totals = sum(memory.values())
+    top = int(np.argmax(totals))
     return StepEstimate(
-        step_time_s=step,
+        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s,
         model_flops=table.model_flops(cfg.global_batch, cfg.seq_len),
         time_breakdown_s=breakdown,
         link_time_s=links,
-        memory_breakdown_gib=memories[top],
-        peak_memory_gib=sum(memories[top].values()),
-        capacity_gib=cluster.gpu.hbm_gib,
-        ranks=ranks,
-        rank_memory_gib=tuple(sum(x.values()) for x in memories),
+        memory_breakdown_gib={k: float(v[top]) for k, v in memory.items()},
+        peak_memory_gib=float(totals[top]),
+        capacity_gib=table.cluster.gpu.hbm_gib,
+        ranks=r,
+        rank_memory_gib=totals,
+        rank_time_s=per_mb,
     )
 
 
-def _pipeline_comm(table: CostTable, cfg: ParallelConfig, ranks: tuple[RankCost, ...]) -> tuple[float, float]:
+def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks) -> tuple[float, float]:
     """Activation send/receive between stages: b·s·h per micro-batch each way, ÷t with SP or
     Megatron's scatter/gather optimisation (Narayanan et al. 2021 §4.1). Neighbouring pipeline ranks
     are ``tp·cp·dp`` ranks apart, so in different nodes once that stride reaches a node."""
     if cfg.pp == 1:
         return 0.0, 0.0
-    nbytes = max(r.boundary_bytes for r in ranks) / (1 if cfg.sp and cfg.tp > 1 else cfg.tp)
+    nbytes = float(r.boundary_bytes.max()) / (1 if cfg.sp and cfg.tp > 1 else cfg.tp)
     across = cfg.tp * cfg.cp * cfg.dp >= table.cluster.gpus_per_node
     one = comm.send_recv(table.cluster, nbytes, across)
     interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1
@@ -134,7 +137,7 @@ def _dp_groups(table: CostTable, cfg: ParallelConfig) -> tuple[comm.Group, comm.
     return dense, expert
 
 
-def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, ranks: tuple[RankCost, ...]) -> tuple[float, float]:
+def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks) -> tuple[float, float]:
     """(link, exposed) time of the end-of-step gradient reduction and parameter gather.
 
     ZeRO-0: all-reduce of gradients (2Ψ); ZeRO-1/2: reduce-scatter gradients, all-gather updated
@@ -147,45 +150,45 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, ranks: tuple[Rank
         return 0.0, 0.0
     cluster = table.cluster
     dense_g, expert_g = _dp_groups(table, cfg)
-    link = exposed = 0.0
+    dense, expert = r.params - r.expert_params, r.expert_params
     per_step = 1 if cfg.zero < 2 else cfg.num_microbatches
-    for i, r in enumerate(ranks):
-        parts = ((r.params - r.expert_params, dense_g), (r.expert_params, expert_g))
-        red = sum(_reduce(cluster, g, p * cfg.grad_reduce_bytes, cfg.zero) for p, g in parts) * per_step
-        gather = sum(comm.all_gather(cluster, g, p * cfg.param_bytes) for p, g in parts) if cfg.zero else 0.0
-        bucket = min(1.0, GRAD_BUCKET_PARAMS / max(r.params, 1.0))
-        hidden_red = max(red * bucket, red - r.bwd_s * per_step) if cfg.overlap_grad_reduce else red
-        hidden_ag = max(0.0, gather - r.fwd_s) if cfg.overlap_param_gather else gather
-        slack = i * (r.fwd_s + r.bwd_s) / max(1, cfg.vpp)
-        exposed = max(exposed, hidden_red + hidden_ag - slack)
-        link = max(link, red + gather)
-    return link, max(0.0, exposed)
+    reduce = comm.all_reduce if cfg.zero == 0 else comm.reduce_scatter
+    red = per_step * (reduce(cluster, dense_g, dense * cfg.grad_reduce_bytes) + reduce(cluster, expert_g, expert * cfg.grad_reduce_bytes))
+    gather = 0.0 * red
+    if cfg.zero:
+        gather = comm.all_gather(cluster, dense_g, dense * cfg.param_bytes) + comm.all_gather(cluster, expert_g, expert * cfg.param_bytes)
+    if cfg.overlap_grad_reduce:
+        bucket = np.minimum(1.0, GRAD_BUCKET_PARAMS / np.maximum(r.params, 1.0))
+        red_exposed = np.maximum(red * bucket, red - r.bwd_s * per_step)
+    else:
+        red_exposed = red
+    gather_exposed = np.maximum(0.0, gather - r.fwd_s) if cfg.overlap_param_gather else gather
+    slack = np.arange(cfg.pp) * (r.fwd_s + r.bwd_s) / cfg.vpp
+    exposed = float(np.max(red_exposed + gather_exposed - slack))
+    return float(np.max(red + gather)), max(0.0, exposed)
 
 
-def _reduce(cluster, group: comm.Group, nbytes: float, zero: int) -> float:
-    return comm.all_reduce(cluster, group, nbytes) if zero == 0 else comm.reduce_scatter(cluster, group, nbytes)
-
-
-def _optimizer_time(table: CostTable, cfg: ParallelConfig, r: RankCost) -> float:
-    """Adam over the parameters this GPU updates (its shard under ZeRO ≥ 1): memory-bound."""
-    dense = r.params - r.expert_params
+def _optimizer_time(table: CostTable, cfg: ParallelConfig, r: Ranks) -> np.ndarray:
+    """Adam over the parameters each GPU updates (its shard under ZeRO ≥ 1): memory-bound."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
-    local = dense / shard_dense + r.expert_params / shard_expert
-    return memory_time(table.cluster, ADAM_BYTES_PER_PARAM * local, kernels=4)
+    local = (r.params - r.expert_params) / shard_dense + r.expert_params / shard_expert
+    eff = table.cluster.efficiency
+    bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
+    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6
 
 
-def _rank_memory(table: CostTable, cfg: ParallelConfig, r: RankCost, rank: int) -> dict[str, float]:
-    """Memory of pipeline rank ``rank`` in GiB: model states (dense and expert parts sharded over
-    their groups), activations of the in-flight micro-batches plus the largest transient, buffers."""
+def _rank_memory(table: CostTable, cfg: ParallelConfig, r: Ranks) -> dict[str, np.ndarray]:
+    """Memory of every pipeline rank in GiB: model states (dense and expert parts sharded over their
+    groups), activations of the in-flight micro-batches plus the largest transient, buffers."""
     dense_shard = cfg.dp * cfg.cp
     expert_shard = max(1, dense_shard // cfg.ep)
-    bytes_ = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    d = model_state_bytes(r.params - r.expert_params, dense_shard, cfg.zero, *bytes_)
-    e = model_state_bytes(r.expert_params, expert_shard, cfg.zero, *bytes_)
-    flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
+    sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
+    d = model_state_bytes(r.params - r.expert_params, dense_shard, cfg.zero, *sizes)
+    e = model_state_bytes(r.expert_params, expert_shard, cfg.zero, *sizes)
+    flight = np.array([in_flight_microbatches(cfg.schedule, i, cfg.pp, cfg.vpp, cfg.num_microbatches) for i in range(cfg.pp)])
     acts = flight * r.act_bytes + r.work_bytes
-    buffers = _buffer_bytes(table, cfg, r) + FRAGMENTATION * acts
+    buffers = _buffer_bytes(cfg, r) + FRAGMENTATION * acts
     return {
         "params": (d[0] + e[0]) / GIB,
         "grads": (d[1] + e[1]) / GIB,
@@ -195,11 +198,11 @@ def _rank_memory(table: CostTable, cfg: ParallelConfig, r: RankCost, rank: int) 
     }
 
 
-def _buffer_bytes(table: CostTable, cfg: ParallelConfig, r: RankCost) -> float:
+def _buffer_bytes(cfg: ParallelConfig, r: Ranks) -> np.ndarray:
     """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled), and
     the SP all-gather workspace of one b·s·h activation."""
-    p2p = 4 * r.boundary_bytes if cfg.pp > 1 else 0.0
+    p2p = 4 * r.boundary_bytes if cfg.pp > 1 else 0.0 * r.boundary_bytes
     zero3 = 2 * cfg.param_bytes * r.largest_layer_params if cfg.zero == 3 else 0.0
     sp = r.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     return p2p + zero3 + sp

@@ -33,6 +33,26 @@ class CostTable:
     """Whether recomputation applies to each layer (transformer and generic layers)."""
     _costs: dict[tuple[int, LocalConfig], LayerCost] = field(default_factory=dict, repr=False)
     _flops: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
+    _prefix: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
+    _splits: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+
+    def key_prefix(self, signature: object, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(distinct keys, index of each layer's key, prefix counts of each key over the layers),
+        memoised by ``signature`` (the recompute setting that produced ``keys``)."""
+        hit = self._prefix.get(signature)
+        if hit is None:
+            present, inverse = np.unique(keys, return_inverse=True)
+            cum = np.zeros((len(keys) + 1, len(present)))
+            cum[np.arange(1, len(keys) + 1), inverse] = 1.0
+            np.cumsum(cum, axis=0, out=cum)
+            hit = self._prefix[signature] = (present, inverse, cum)
+        return hit
+
+    def default_split(self, chunks: int) -> tuple[int, ...]:
+        """:func:`default_stage_layers` of the table's model (memoised)."""
+        if chunks not in self._splits:
+            self._splits[chunks] = default_stage_layers(self.model, chunks)
+        return self._splits[chunks]
 
     def cost(self, group: int, cfg: LocalConfig) -> LayerCost:
         """Cost of one layer of ``group`` under ``cfg`` (memoised)."""
@@ -77,7 +97,8 @@ def default_stage_layers(model: ModelSpec, chunks: int) -> tuple[int, ...]:
     body = [i for i, x in enumerate(model.layers) if isinstance(x, TransformerLayer)]
     n = len(model.layers)
     first, last = (body[0], body[-1]) if body else (0, n - 1)
-    sizes = [len(part) for part in np.array_split(np.arange(last - first + 1), chunks)]
+    quotient, remainder = divmod(last - first + 1, chunks)
+    sizes = [quotient + (1 if i < remainder else 0) for i in range(chunks)]
     sizes[0] += first
     sizes[-1] += n - 1 - last
     return tuple(int(x) for x in sizes)

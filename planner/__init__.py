@@ -1,0 +1,32 @@
+"""meshplan's Python API for launchers: ``planner.estimate(...)``, ``planner.plan(...)``.
+
+Both take keyword arguments named like the CLI flags and return pydantic models whose
+``model_dump()`` is the ``--json`` output. Bad input raises :class:`InputError`; a search in which no
+configuration fits raises :class:`NoFeasiblePlanError`. Heavy modules load on first use, so that
+``import planner`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from planner.errors import InputError, NoFeasiblePlanError
+
+if TYPE_CHECKING:
+    from planner.estimate import EstimateResult
+
+__all__ = ["estimate", "estimate_plan", "InputError", "NoFeasiblePlanError"]
+
+
+def estimate(**kwargs: Any) -> EstimateResult:
+    """Predict one parallel configuration; see :func:`planner.estimate.estimate`."""
+    from planner.estimate import estimate as _estimate
+
+    return _estimate(**kwargs)
+
+
+def estimate_plan(path: str) -> EstimateResult:
+    """Re-estimate the configuration a plan file records; see :func:`planner.plans.estimate_plan`."""
+    from planner.plans import estimate_plan as _estimate_plan
+
+    return _estimate_plan(path)
