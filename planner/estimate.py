@@ -153,8 +153,15 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_gib=MemoryBreakdown(**step.memory_breakdown_gib),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=assumptions + ["MFU counts model FLOPs only: no recompute, causal attention as half the s x s work"],
+        assumptions=_with_mfu_note(assumptions),
     )
+
+
+MFU_NOTE = "MFU counts model FLOPs only: no recompute, causal attention as half the s x s work"
+
+
+def _with_mfu_note(assumptions: list[str]) -> list[str]:
+    return assumptions if MFU_NOTE in assumptions else assumptions + [MFU_NOTE]
 
 
 def estimate_config(model: ModelSpec, cluster: ClusterSpec, cfg: ParallelConfig, assumptions: list[str] | None = None) -> EstimateResult:

@@ -1,0 +1,183 @@
+"""``planner.plan``: search a plan and build the plan JSON; ``load_plan`` and ``estimate_plan``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from costmodel.table import build_cost_table
+from planner.errors import InputError, NoFeasiblePlanError
+from planner.estimate import EstimateResult, result_from_step
+from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.schema import SCHEMA_VERSION, Alternative, Mesh, ModelInfo, Plan, RequestInfo, ScheduleInfo, SearchInfo, Stage
+from search.types import Candidate, SearchRequest, SearchResult
+
+PLANNER_VERSION = "0.1.0"
+
+
+def plan(
+    *,
+    model: Any,
+    cluster: Any,
+    gpus: int,
+    global_batch: int,
+    seq_len: int,
+    target: str = "native",
+    top_k: int = 3,
+    time_limit_s: float | None = None,
+    timing: bool = False,
+    progress: Any = None,
+) -> Plan:
+    """Search the fastest plan that fits (keyword names match ``meshplan plan`` flags).
+
+    Raises :class:`InputError` for bad input and :class:`NoFeasiblePlanError` (with the nearest miss
+    and what would make it fit) when nothing fits.
+    """
+    from search.core import search_plan
+
+    model_spec, cluster_spec = resolve_model_arg(model), resolve_cluster_arg(cluster)
+    _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s)
+    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k, time_limit_s=time_limit_s)  # type: ignore[arg-type]
+    result = search_plan(model_spec, cluster_spec, req, progress)
+    if result.best is None:
+        raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))
+    built = build_plan(model, model_spec, cluster_spec, req, result, timing)
+    from planner.validate import plan_problems
+
+    problems = plan_problems(built)
+    if problems:
+        raise RuntimeError("the search produced an invalid plan: " + "; ".join(problems))
+    return built
+
+
+def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None) -> None:
+    problems = [f"{name} must be a positive integer (got {value!r})" for name, value in
+                (("gpus", gpus), ("global-batch", global_batch), ("seq-len", seq_len)) if not isinstance(value, int) or value <= 0]
+    if target not in ("native", "megatron", "torchtitan", "deepspeed"):
+        problems.append(f"unknown target {target!r}; use native, megatron, torchtitan or deepspeed")
+    if not isinstance(top_k, int) or top_k < 0:
+        problems.append(f"top-k must be a non-negative integer (got {top_k!r})")
+    if time_limit_s is not None and time_limit_s <= 0:
+        problems.append(f"time-limit must be positive seconds (got {time_limit_s!r})")
+    if problems:
+        raise InputError(*problems)
+
+
+def _shortfall(result: SearchResult) -> float | None:
+    return result.nearest_miss.estimate.over_by_gib if result.nearest_miss else None
+
+
+def _miss_message(result: SearchResult, gpus: int) -> str:
+    miss = result.nearest_miss
+    if miss is None:
+        return f"no configuration of the search space applies to {gpus} GPUs; " + result.hints[0]
+    x, est = miss.config, miss.estimate
+    return (
+        f"no plan fits in memory; nearest miss: tp {x.tp} x pp {x.pp} x cp {x.cp} x dp {x.dp}, zero {x.zero}, "
+        f"recompute {x.recompute}, micro-batch {x.micro_batch} needs {est.peak_memory_gib:.1f} GiB of "
+        f"{est.capacity_gib:.1f} GiB (short by {est.over_by_gib:.1f} GiB); would fit with: " + ", or ".join(result.hints)
+    )
+
+
+def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, result: SearchResult, timing: bool) -> Plan:
+    """Turn a search result into the plan JSON model."""
+    best = result.best
+    assert best is not None
+    table = build_cost_table(model, cluster)
+    cfg = best.config
+    estimate = result_from_step(table, cfg, best.estimate, [])
+    return Plan(
+        schema_version=SCHEMA_VERSION,
+        planner_version=PLANNER_VERSION,
+        model=_model_info(model_arg, model),
+        cluster=cluster,
+        request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target, top_k=req.top_k, time_limit_s=req.time_limit_s),
+        mesh=Mesh(dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, ep=cfg.ep, sp=cfg.sp, zero=cfg.zero, gpus_per_node=cluster.gpus_per_node, nodes=-(-req.gpus // cluster.gpus_per_node)),
+        schedule=ScheduleInfo(name=cfg.schedule, virtual_stages=cfg.vpp, micro_batch=cfg.micro_batch, num_microbatches=cfg.num_microbatches, global_batch=cfg.global_batch),
+        stages=_stages(table, cfg, estimate, cluster),
+        config=cfg,
+        estimate=estimate,
+        alternatives=[_alternative(i + 1, c, best) for i, c in enumerate(result.alternatives)],
+        search=SearchInfo(
+            wall_time_s=round(result.stats.wall_time_s, 3) if timing else None,
+            candidates_evaluated=result.stats.evaluated,
+            candidates_pruned=result.stats.pruned,
+            solver=result.stats.solver,
+            status=result.stats.status,
+            optimality_gap=round(result.stats.gap, 6),
+            time_limit_s=req.time_limit_s,
+        ),
+    )
+
+
+def _model_info(arg: Any, model: ModelSpec) -> ModelInfo:
+    from costmodel.flops import layer_params
+
+    name = arg if isinstance(arg, str) else model.source or model.name
+    return ModelInfo(arg=name, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers], params=sum(layer_params(x) for x in model.layers), source=model.source)
+
+
+def _stages(table, cfg: ParallelConfig, est: EstimateResult, cluster: ClusterSpec) -> list[Stage]:
+    sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
+    recompute = cfg.layer_recompute or tuple(cfg.recompute if table.recomputable[i] else "none" for i in range(len(table.layer_group)))
+    per_rank = cfg.tp * cfg.cp * cfg.dp
+    stages, start = [], 0
+    for k, size in enumerate(sizes):
+        rank = k % cfg.pp
+        first, last = rank * per_rank, (rank + 1) * per_rank - 1
+        layers = list(range(start, start + size))
+        stages.append(Stage(
+            index=k, pp_rank=rank, virtual_chunk=k // cfg.pp, layers=layers,
+            layer_recompute=[recompute[i] for i in layers],
+            ranks=[first, last], nodes=[first // cluster.gpus_per_node, last // cluster.gpus_per_node],
+            time_per_microbatch_s=est.pipeline_ranks[rank].time_per_microbatch_s,
+            memory_gib=est.pipeline_ranks[rank].memory_gib,
+        ))
+        start += size
+    return stages
+
+
+def summary(cfg: ParallelConfig) -> str:
+    """One line naming a configuration's shape."""
+    sched = cfg.schedule + (f" v{cfg.vpp}" if cfg.vpp > 1 else "")
+    rc = "per-layer" if cfg.layer_recompute else cfg.recompute
+    return (f"tp {cfg.tp} x pp {cfg.pp} x cp {cfg.cp} x dp {cfg.dp} (ep {cfg.ep}), {'sp, ' if cfg.sp else ''}zero {cfg.zero}, "
+            f"{sched}, micro-batch {cfg.micro_batch}, recompute {rc}")
+
+
+def _alternative(rank: int, c: Candidate, best: Candidate) -> Alternative:
+    slower = c.step_time_s / best.step_time_s - 1
+    why = f"{slower:.1%} slower ({c.step_time_s:.3f} s vs {best.step_time_s:.3f} s per step)"
+    return Alternative(rank=rank, summary=summary(c.config), config=c.config.model_dump(mode="json"), step_time_s=c.step_time_s, peak_memory_gib=c.estimate.peak_memory_gib, fits=c.fits, why_lost=why)
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Read and validate a plan file; refuse unknown schema versions with a clear message."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise InputError(f"cannot read plan {path}: {err.strerror}; check the path") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"plan {path} is not valid JSON (line {err.lineno}); regenerate it with meshplan plan") from None
+    version = data.get("schema_version") if isinstance(data, dict) else None
+    if version != SCHEMA_VERSION:
+        raise InputError(f"plan {path} has schema_version {version!r}; this meshplan reads {SCHEMA_VERSION!r}: regenerate the plan with this version")
+    try:
+        return Plan.model_validate(data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(x) for x in first["loc"])
+        raise InputError(f"plan {path} is malformed at {where}: {first['msg'].lower()}; regenerate it with meshplan plan") from None
+
+
+def estimate_plan(path: str | Path) -> EstimateResult:
+    """Re-estimate the exact configuration a plan records (reproduces the plan's own estimate)."""
+    from planner.estimate import estimate_config
+
+    p = load_plan(path)
+    model = resolve_model_arg(p.model.arg)
+    return estimate_config(model, p.cluster, p.config, list(p.estimate.assumptions))

@@ -1,0 +1,65 @@
+"""Lower bounds on a base option's step time over every stage split and recomputation.
+
+Each layer costs at least its fastest option (no recomputation) per micro-batch, so the ranks' sum
+S is at least the sum of those. The schedule's step, m·max X + (S − max X)/d (d = 1 for 1F1B and
+GPipe, v for interleaved 1F1B, 3 for ZB-H1; ``costmodel.pipeline``), is at least
+(m − 1/d)·S/p + S/d because max X ≥ S/p. Communication outside the pipeline and the optimizer add
+non-negative time, so the bound holds for the whole step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from costmodel.memory import GIB, model_state_bytes
+from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
+from costmodel.specs import ParallelConfig
+from costmodel.step import local_config
+from costmodel.table import CostTable
+
+
+def bubble_divisor(cfg: ParallelConfig) -> float:
+    """d in the bound: how much the schedule shrinks the fill-and-drain term."""
+    if cfg.schedule == "interleaved-1f1b":
+        return float(cfg.vpp)
+    if cfg.schedule == "zb-h1":
+        return 1.0 / ZB_H1_BUBBLE_SHARE
+    return 1.0
+
+
+def fastest_sum_s(table: CostTable, cfg: ParallelConfig) -> float:
+    """Sum over all layers of their fastest per-micro-batch time under ``cfg``'s local view."""
+    view = local_config(table, cfg, "none")
+    slow = table.cluster.efficiency.overlap_slowdown
+    counts = np.bincount(table.layer_group, minlength=len(table.groups))
+    total = 0.0
+    for g, n in enumerate(counts):
+        c = table.cost(g, view)
+        total += n * (c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s)
+    return total
+
+
+def bound_s(table: CostTable, cfg: ParallelConfig) -> float:
+    """A lower bound on the step time of ``cfg`` over every split and recomputation."""
+    total = fastest_sum_s(table, cfg)
+    d = bubble_divisor(cfg)
+    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d
+
+
+def memory_bound_gib(table: CostTable, cfg: ParallelConfig) -> float:
+    """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
+    at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
+    activations stored under full recomputation, for at least one micro-batch."""
+    counts = np.bincount(table.layer_group, minlength=len(table.groups))
+    none, full = local_config(table, cfg, "none"), local_config(table, cfg, "full")
+    params = expert = act = 0.0
+    for g, n in enumerate(counts):
+        base = table.cost(g, none)
+        params += n * base.params
+        expert += n * base.expert_params
+        act += n * min(base.act_bytes, table.cost(g, full).act_bytes)
+    sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
+    shard = cfg.dp * cfg.cp
+    states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))
+    states += sum(model_state_bytes(expert, max(1, shard // cfg.ep), cfg.zero, *sizes))
+    return (states + act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib

@@ -1,0 +1,115 @@
+"""The plan search: best-first branch and bound over the space, then stage-split refinement.
+
+1. Enumerate every base option (mesh, micro-batch, schedule, SP, ZeRO; ``search.space``) and give
+   each a lower bound on its step time over every stage split and recomputation: the pipeline
+   formula applied to the sum of the fastest per-layer times (``bound_s``).
+2. Evaluate options in order of bound with uniform recomputation (none / selective / full) until the
+   bound passes the k-th best plan found: everything after cannot win (pruned, proven).
+3. Refine the surviving options with the stage dynamic program and per-rank recomputation
+   (``search.stages``, ``search.recompute``), re-evaluating each result with the cost model.
+An option whose refinement searched every split is closed; the optimality gap is the distance from
+the best plan to the lowest bound still open. A time limit stops either phase (anytime: the best plan
+so far, with its gap).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from costmodel.step import estimate_step
+from costmodel.table import CostTable, build_cost_table
+from search.bounds import bound_s, memory_bound_gib
+from search.refine import refine
+from search.space import meshes, options
+from search.targets import rules_for
+from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+from search.pool import Pool
+
+Progress = Callable[[int, int], None]
+UNIFORM_MODES = ("none", "selective", "full")
+REFINE_LIMIT = 32
+"""Options refined without a time limit (a time limit refines until it expires instead)."""
+
+
+def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, progress: Progress | None = None) -> SearchResult:
+    """Find the fastest configuration that fits (see module docstring)."""
+    start = time.perf_counter()
+    deadline = start + req.time_limit_s if req.time_limit_s else None
+    table = build_cost_table(model, cluster)
+    every = _all_options(model, cluster, req)
+    capacity = cluster.gpu.hbm_gib
+    fitting = [cfg for cfg in every if memory_bound_gib(table, cfg) <= capacity]
+    bases = sorted(((bound_s(table, cfg), i, cfg) for i, cfg in enumerate(fitting)), key=lambda x: (x[0], x[1]))
+    pool = Pool(req.top_k)
+    timed_out, evaluated, opened = False, 0, []
+    for n, (bound, _, base) in enumerate(bases):
+        if pool.cutoff_s() <= bound:
+            break
+        if deadline and time.perf_counter() > deadline:
+            timed_out = True
+            break
+        uniform = math.inf
+        for mode in UNIFORM_MODES:
+            cfg = base.model_copy(update={"recompute": mode})
+            cand = Candidate(cfg, estimate_step(table, cfg))
+            pool.add(cand)
+            evaluated += 1
+            if cand.fits:
+                uniform = min(uniform, cand.step_time_s)
+        opened.append((bound, base, uniform))
+        if progress:
+            progress(n + 1, len(bases))
+    open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
+    timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
+    unexplored = [b for b, _, _ in bases[len(opened):]]
+    pruned = len(every) - len(opened)
+    return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start)
+
+
+def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[ParallelConfig]:
+    return [cfg for mesh in meshes(model, cluster, req) for cfg in options(model, cluster, mesh, req)]
+
+
+def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, deadline: float | None) -> tuple[list[float], int]:
+    """Refine opened options, most promising first (fastest uniform plan), while their bound says
+    they can still win; without a time limit at most ``REFINE_LIMIT`` of them. Return the bounds left
+    open (not closed by an exhaustive refinement) and how many refinements ran."""
+    rules = rules_for(req.target)
+    open_bounds, count = [], 0
+    if not req.nonuniform:
+        return [b for b, _, _ in opened if b < pool.best_s()], 0
+    for bound, base, _ in opened:
+        if pool.best_s() <= bound:
+            continue
+        out_of_time = deadline is not None and time.perf_counter() > deadline
+        if out_of_time or (deadline is None and count >= REFINE_LIMIT):
+            open_bounds.append(bound)
+            continue
+        candidates, exhaustive = refine(table, base, rules)
+        count += 1
+        for cfg in candidates:
+            pool.add(Candidate(cfg, estimate_step(table, cfg)))
+        if not exhaustive:
+            open_bounds.append(bound)
+    return open_bounds, count
+
+
+def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bounds: list[float], timed_out: bool, start: float) -> SearchResult:
+    best = pool.best()
+    lowest_open = min(open_bounds, default=None)
+    if best is None or lowest_open is None or lowest_open >= best.step_time_s:
+        gap = 0.0
+    else:
+        gap = (best.step_time_s - lowest_open) / best.step_time_s
+    status = "timeout" if timed_out else ("optimal" if gap == 0.0 else "feasible")
+    import pulp
+
+    solver = "dp+ilp (pulp/highs)" if pulp.HiGHS().available() else "dp+ilp (pulp/cbc)"
+    stats = SearchStats(evaluated, pruned, solver, status, gap, time.perf_counter() - start)
+    if best is None:
+        miss = pool.nearest_miss()
+        return SearchResult(None, (), stats, miss, pool.hints(miss, req))
+    return SearchResult(best, pool.runners_up(), stats)

@@ -1,0 +1,63 @@
+"""Refinement of one base option: a non-uniform stage split and per-layer (or per-job)
+recomputation, as the target allows (``search.targets``)."""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.specs import ParallelConfig
+from costmodel.table import CostTable
+from search.stage_model import group_costs
+from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
+from search.targets import TargetRules
+
+KEEP = 3
+"""Best splits per option re-evaluated by the cost model."""
+
+
+def refine(table: CostTable, base: ParallelConfig, rules: TargetRules) -> tuple[list[ParallelConfig], bool]:
+    """(configurations to evaluate, whether every split was searched) for ``base``."""
+    if not rules.explicit_splits and rules.recompute != "per_layer":
+        return [], True
+    gc = group_costs(table, base)
+    balanced = table.default_split(base.pp * base.vpp)
+    mode_sets = [None] if rules.recompute == "per_layer" else [(0,), (1,), (2,)]
+    plans: list[StagePlan] = []
+    for modes in mode_sets:
+        if base.vpp == 1:
+            plans += split_one_chunk(table, base, stage_evaluator(table, base, gc, modes), balanced)[:KEEP]
+        else:
+            plans += split_interleaved(table, base, gc, modes, balanced)[:KEEP]
+    plans.sort(key=lambda p: p.objective_s)
+    configs = [_config(base, p) for p in plans[:KEEP]]
+    if rules.recompute == "block" and plans:
+        configs += _block_variants(base, plans[0].sizes, table)
+    return configs, _exhaustive(table, base)
+
+
+def _config(base: ParallelConfig, plan: StagePlan) -> ParallelConfig:
+    return base.model_copy(update={"stage_layers": plan.sizes, "layer_recompute": plan.layer_recompute, "recompute": "none"})
+
+
+def _block_variants(base: ParallelConfig, sizes: tuple[int, ...], table: CostTable) -> list[ParallelConfig]:
+    """Megatron's ``--recompute-method block --recompute-num-layers N``: full recomputation of the
+    first N recomputable layers of every chunk, the others none."""
+    bounds = [0]
+    for s in sizes:
+        bounds.append(bounds[-1] + s)
+    out = []
+    for n in range(1, max(sizes) + 1):
+        layers = ["none"] * len(table.layer_group)
+        for a, b in zip(bounds, bounds[1:]):
+            movable = [i for i in range(a, b) if table.recomputable[i]][:n]
+            for i in movable:
+                layers[i] = "full"
+        out.append(base.model_copy(update={"stage_layers": sizes, "layer_recompute": tuple(layers), "recompute": "none"}))
+    return out
+
+
+def _exhaustive(table: CostTable, base: ParallelConfig) -> bool:
+    n = len(table.layer_group)
+    if base.vpp == 1:
+        return n <= FULL_RANGE_LAYERS
+    return math.comb(n - 1, base.pp * base.vpp - 1) <= MAX_ENUMERATED_SPLITS

@@ -1,0 +1,111 @@
+"""The search space: mesh shapes and, for each, the per-job options, with divisibility pruning.
+
+Space (shared with ``search.exhaustive``): tp divides the GPUs, is at most the node size (TP inside a
+node before anything crosses the network) and divides every block's heads and KV heads; cp is 1 or
+splits the sequence into 2·cp chunks; pp is at most the number of blocks; dp = GPUs/(tp·cp·pp) divides
+the global batch; ep divides the experts and dp·cp; sp only with tp > 1; zero 0-3; micro-batch divides
+the per-replica batch; interleaving (vpp > 1) needs pp > 1, blocks divisible by pp·vpp and
+micro-batches divisible by pp. Targets narrow it (``search.targets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
+from search.targets import rules_for
+from search.types import SearchRequest
+
+MAX_CP = 32
+MAX_MICRO_BATCH = 16
+
+
+@dataclass(frozen=True, order=True)
+class Mesh:
+    """Job-level degrees."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+
+
+def divisors(n: int) -> list[int]:
+    """Positive divisors of ``n`` in increasing order."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def blocks(model: ModelSpec) -> list[TransformerLayer]:
+    """The model's transformer blocks."""
+    return [x for x in model.layers if isinstance(x, TransformerLayer)]
+
+
+def pipeline_units(model: ModelSpec) -> int:
+    """Layers a pipeline may cut between: the blocks, or all layers of a model without blocks."""
+    return len(blocks(model)) or len(model.layers)
+
+
+def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[Mesh]:
+    """Every mesh shape of the space, in a fixed order."""
+    bl = blocks(model)
+    max_tp = req.max_tp or cluster.gpus_per_node
+    tps = [t for t in divisors(req.gpus) if t <= max_tp and all(b.num_heads % t == 0 and b.num_kv_heads % t == 0 for b in bl)]
+    rules = rules_for(req.target)
+    cps = [c for c in divisors(req.gpus) if c == 1 or (rules.context_parallel and c <= MAX_CP and req.seq_len % (2 * c) == 0 and bl)]
+    experts = sorted({b.num_experts for b in bl if b.is_moe})
+    out = []
+    for tp in tps:
+        for cp in cps:
+            for pp in divisors(req.gpus):
+                if pp > pipeline_units(model) or req.gpus % (tp * cp * pp):
+                    continue
+                dp = req.gpus // (tp * cp * pp)
+                if req.global_batch % dp:
+                    continue
+                for ep in _expert_degrees(experts, dp * cp):
+                    out.append(Mesh(tp, cp, pp, dp, ep))
+    return out
+
+
+def _expert_degrees(experts: list[int], dp_cp: int) -> list[int]:
+    if not experts:
+        return [1]
+    return [e for e in divisors(dp_cp) if all(n % e == 0 for n in experts)]
+
+
+def micro_batches(mesh: Mesh, req: SearchRequest) -> list[int]:
+    """Micro-batch sizes dividing the per-replica batch."""
+    per_replica = req.global_batch // mesh.dp
+    allowed = req.micro_batches or tuple(range(1, MAX_MICRO_BATCH + 1))
+    return [b for b in divisors(per_replica) if b in allowed]
+
+
+def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRequest) -> list[tuple[str, int]]:
+    """(schedule, vpp) pairs the target allows for this mesh and micro-batch count."""
+    allowed = rules_for(req.target).schedules
+    if mesh.pp == 1:
+        return [("1f1b", 1)]
+    out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed]
+    if "interleaved-1f1b" in allowed and num_microbatches % mesh.pp == 0:
+        units = pipeline_units(model)
+        out += [("interleaved-1f1b", v) for v in range(2, req.max_vpp + 1) if units % (mesh.pp * v) == 0]
+    return out
+
+
+def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[ParallelConfig]:
+    """Every base configuration of a mesh (recompute none, default stage split), in a fixed order."""
+    rules = rules_for(req.target)
+    zeros = rules.zero_with_pp if mesh.pp > 1 else rules.zero
+    attention = "eager" if "v100" in cluster.gpu.name else "flash"
+    for mb in micro_batches(mesh, req):
+        m = req.global_batch // (mb * mesh.dp)
+        for schedule, vpp in schedules(model, mesh, m, req):
+            for sp in ((False, True) if mesh.tp > 1 else (False,)):
+                for zero in zeros:
+                    yield ParallelConfig(
+                        tp=mesh.tp, pp=mesh.pp, dp=mesh.dp, cp=mesh.cp, ep=mesh.ep, vpp=vpp, sp=sp,
+                        zero=zero, micro_batch=mb, global_batch=req.global_batch, seq_len=req.seq_len,
+                        schedule=schedule, attention=attention,
+                    )
