@@ -27,37 +27,52 @@ def bubble_divisor(cfg: ParallelConfig) -> float:
     return 1.0
 
 
-def fastest_sum_s(table: CostTable, cfg: ParallelConfig) -> float:
+def fastest_sum_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """Sum over all layers of their fastest per-micro-batch time under ``cfg``'s local view."""
     view = local_config(table, cfg, "none")
+    if memo is not None and ("time", view) in memo:
+        return memo["time", view]
     slow = table.cluster.efficiency.overlap_slowdown
     counts = np.bincount(table.layer_group, minlength=len(table.groups))
     total = 0.0
     for g, n in enumerate(counts):
         c = table.cost(g, view)
         total += n * (c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s)
+    if memo is not None:
+        memo["time", view] = total
     return total
 
 
-def bound_s(table: CostTable, cfg: ParallelConfig) -> float:
-    """A lower bound on the step time of ``cfg`` over every split and recomputation."""
-    total = fastest_sum_s(table, cfg)
+def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """A lower bound on the step time of ``cfg`` over every split and recomputation (``memo``, a
+    dict the caller owns, caches the per-layer sums shared by options with the same local view)."""
+    total = fastest_sum_s(table, cfg, memo)
     d = bubble_divisor(cfg)
     return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d
 
 
-def memory_bound_gib(table: CostTable, cfg: ParallelConfig) -> float:
-    """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
-    at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
-    activations stored under full recomputation, for at least one micro-batch."""
+def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tuple[float, float, float]:
+    none = local_config(table, cfg, "none")
+    if memo is not None and ("memory", none) in memo:
+        return memo["memory", none]
+    full = local_config(table, cfg, "full")
     counts = np.bincount(table.layer_group, minlength=len(table.groups))
-    none, full = local_config(table, cfg, "none"), local_config(table, cfg, "full")
     params = expert = act = 0.0
     for g, n in enumerate(counts):
         base = table.cost(g, none)
         params += n * base.params
         expert += n * base.expert_params
         act += n * min(base.act_bytes, table.cost(g, full).act_bytes)
+    if memo is not None:
+        memo["memory", none] = (params, expert, act)
+    return params, expert, act
+
+
+def memory_bound_gib(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
+    at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
+    activations stored under full recomputation, for at least one micro-batch."""
+    params, expert, act = _memory_sums(table, cfg, memo)
     sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     shard = cfg.dp * cfg.cp
     states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))

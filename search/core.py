@@ -23,13 +23,15 @@ from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
 from search.bounds import bound_s, memory_bound_gib
 from search.refine import refine
-from search.space import meshes, options
+from search.space import Option, meshes, options
 from search.targets import rules_for
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 from search.pool import Pool
 
 Progress = Callable[[int, int], None]
 UNIFORM_MODES = ("none", "selective", "full")
+NEAREST_MISS_TRIES = 16
+"""Options evaluated to name the nearest miss when every option is over memory."""
 REFINE_LIMIT = 32
 """Options refined without a time limit (a time limit refines until it expires instead)."""
 
@@ -40,17 +42,16 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     deadline = start + req.time_limit_s if req.time_limit_s else None
     table = build_cost_table(model, cluster)
     every = _all_options(model, cluster, req)
-    capacity = cluster.gpu.hbm_gib
-    fitting = [cfg for cfg in every if memory_bound_gib(table, cfg) <= capacity]
-    bases = sorted(((bound_s(table, cfg), i, cfg) for i, cfg in enumerate(fitting)), key=lambda x: (x[0], x[1]))
+    memory, bases = _bounds(table, every, deadline)
     pool = Pool(req.top_k)
-    timed_out, evaluated, opened = False, 0, []
-    for n, (bound, _, base) in enumerate(bases):
+    timed_out, evaluated, opened = len(memory) < len(every), 0, []
+    for n, (bound, _, option) in enumerate(bases):
         if pool.cutoff_s() <= bound:
             break
         if deadline and time.perf_counter() > deadline:
             timed_out = True
             break
+        base = option.to_config()
         uniform = math.inf
         for mode in UNIFORM_MODES:
             cfg = base.model_copy(update={"recompute": mode})
@@ -65,11 +66,38 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
     unexplored = [b for b, _, _ in bases[len(opened):]]
+    if pool.best() is None:
+        evaluated += _nearest_misses(table, pool, every, memory)
     pruned = len(every) - len(opened)
     return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start)
 
 
-def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[ParallelConfig]:
+def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory: list[float]) -> int:
+    """When nothing fits, evaluate the options with the smallest memory bound under full
+    recomputation, so that the nearest miss and its shortfall can be reported."""
+    closest = sorted(range(len(memory)), key=lambda i: (memory[i], i))[:NEAREST_MISS_TRIES]
+    for i in closest:
+        cfg = every[i].to_config().model_copy(update={"recompute": "full"})
+        pool.add(Candidate(cfg, estimate_step(table, cfg)))
+    return len(closest)
+
+
+def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tuple[list[float], list[tuple[float, int, Option]]]:
+    """Memory bound of each option (as far as the deadline allows) and, for those that may fit,
+    (time bound, index, option) sorted best first."""
+    memo: dict = {}
+    memory, bases = [], []
+    capacity = table.cluster.gpu.hbm_gib
+    for i, option in enumerate(every):
+        if deadline and i % 256 == 0 and time.perf_counter() > deadline:
+            break
+        memory.append(memory_bound_gib(table, option, memo))
+        if memory[-1] <= capacity:
+            bases.append((bound_s(table, option, memo), i, option))
+    return memory, sorted(bases, key=lambda x: (x[0], x[1]))
+
+
+def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[Option]:
     return [cfg for mesh in meshes(model, cluster, req) for cfg in options(model, cluster, mesh, req)]
 
 

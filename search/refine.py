@@ -36,6 +36,10 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules) -> tuple[
 
 
 def _config(base: ParallelConfig, plan: StagePlan) -> ParallelConfig:
+    """``base`` with the plan's split and recomputation (one mode for all layers when it is one)."""
+    modes = set(plan.layer_recompute)
+    if len(modes) == 1:
+        return base.model_copy(update={"stage_layers": plan.sizes, "recompute": modes.pop()})
     return base.model_copy(update={"stage_layers": plan.sizes, "layer_recompute": plan.layer_recompute, "recompute": "none"})
 
 

@@ -94,8 +94,45 @@ def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRe
     return out
 
 
-def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[ParallelConfig]:
-    """Every base configuration of a mesh (recompute none, default stage split), in a fixed order."""
+_DEFAULTS = {name: field.default for name, field in ParallelConfig.model_fields.items() if name != "global_batch" and name != "seq_len"}
+
+
+@dataclass(frozen=True)
+class Option:
+    """A base configuration (recompute none, default split) before it becomes a validated
+    ``ParallelConfig``: the search enumerates tens of thousands, and only a few are evaluated."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    sp: bool
+    zero: int
+    micro_batch: int
+    global_batch: int
+    seq_len: int
+    schedule: str
+    attention: str
+
+    def __getattr__(self, name: str):
+        # Every other ParallelConfig field at its default (recompute, byte sizes, overlap flags).
+        if name in _DEFAULTS:
+            return _DEFAULTS[name]
+        raise AttributeError(name)
+
+    @property
+    def num_microbatches(self) -> int:
+        return self.global_batch // (self.micro_batch * self.dp)
+
+    def to_config(self) -> ParallelConfig:
+        """The validated configuration."""
+        return ParallelConfig(**{f: getattr(self, f) for f in self.__dataclass_fields__})
+
+
+def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[Option]:
+    """Every base option of a mesh, in a fixed order."""
     rules = rules_for(req.target)
     zeros = rules.zero_with_pp if mesh.pp > 1 else rules.zero
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
@@ -104,8 +141,4 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
         for schedule, vpp in schedules(model, mesh, m, req):
             for sp in ((False, True) if mesh.tp > 1 else (False,)):
                 for zero in zeros:
-                    yield ParallelConfig(
-                        tp=mesh.tp, pp=mesh.pp, dp=mesh.dp, cp=mesh.cp, ep=mesh.ep, vpp=vpp, sp=sp,
-                        zero=zero, micro_batch=mb, global_batch=req.global_batch, seq_len=req.seq_len,
-                        schedule=schedule, attention=attention,
-                    )
+                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention)
