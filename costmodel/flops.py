@@ -9,14 +9,7 @@ full s x s work; ``bench/fidelity.py`` converts published figures with each sour
 
 from __future__ import annotations
 
-from costmodel.specs import (
-    EmbeddingLayer,
-    GenericLayer,
-    HeadLayer,
-    Layer,
-    NormLayer,
-    TransformerLayer,
-)
+from costmodel.specs import GenericLayer, HeadLayer, Layer, TransformerLayer
 
 CAUSAL_ATTENTION_FRACTION = 0.5
 """Share of the s x s attention work a causal mask leaves (model-FLOP convention, see module doc)."""
@@ -25,60 +18,6 @@ CAUSAL_ATTENTION_FRACTION = 0.5
 def ffn_matrices(layer: TransformerLayer) -> int:
     """Weight matrices in one MLP: 3 for gated (SwiGLU: gate, up, down), else 2."""
     return 3 if layer.ffn_act == "swiglu" else 2
-
-
-def norm_params(hidden_size: int, kind: str) -> int:
-    """LayerNorm holds a weight and a bias; RMSNorm a weight only."""
-    return 2 * hidden_size if kind == "layernorm" else hidden_size
-
-
-def attention_params(layer: TransformerLayer) -> int:
-    """Q, K, V, O projections with GQA (Megatron ``theoretical_memory_usage.py``: 2·h·h_q·(1 + g))."""
-    h, q, kv = layer.hidden_size, layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
-    weights = h * q + 2 * h * kv + q * h
-    biases = (q + 2 * kv if layer.qkv_bias else 0) + (h if layer.out_bias else 0)
-    total = weights + biases
-    return 2 * total if layer.cross_attention else total
-
-
-def mlp_params(layer: TransformerLayer, ffn: int) -> int:
-    """One MLP of width ``ffn``: ``ffn_matrices`` weights of h x ffn, plus biases when present."""
-    h = layer.hidden_size
-    biases = ((ffn_matrices(layer) - 1) * ffn + h) if layer.mlp_bias else 0
-    return ffn_matrices(layer) * h * ffn + biases
-
-
-def expert_params(layer: TransformerLayer) -> int:
-    """Parameters of all routed experts of a MoE layer (0 for dense layers)."""
-    return layer.num_experts * mlp_params(layer, layer.ffn_hidden_size) if layer.is_moe else 0
-
-
-def transformer_params(layer: TransformerLayer) -> int:
-    """All parameters of a block: attention, MLP (or router + experts + shared expert), norms."""
-    norms = (3 if layer.cross_attention else 2) * norm_params(layer.hidden_size, layer.norm)
-    if layer.is_moe:
-        mlp = layer.hidden_size * layer.num_experts + expert_params(layer)
-        if layer.shared_expert_ffn_hidden_size:
-            mlp += mlp_params(layer, layer.shared_expert_ffn_hidden_size)
-    else:
-        mlp = mlp_params(layer, layer.ffn_hidden_size)
-    return attention_params(layer) + mlp + norms
-
-
-def layer_params(layer: Layer) -> int:
-    """Parameters a layer holds (a tied head holds none: they live in the embedding)."""
-    if isinstance(layer, TransformerLayer):
-        return transformer_params(layer)
-    if isinstance(layer, EmbeddingLayer):
-        norm = norm_params(layer.hidden_size, layer.norm) if layer.norm else 0
-        return (layer.vocab_size + layer.max_positions) * layer.hidden_size + norm
-    if isinstance(layer, NormLayer):
-        return norm_params(layer.hidden_size, layer.norm)
-    if isinstance(layer, HeadLayer):
-        if layer.tied:
-            return 0
-        return layer.vocab_size * layer.hidden_size + (layer.vocab_size if layer.bias else 0)
-    return layer.params
 
 
 def attention_context(layer: TransformerLayer, seq_len: int, causal_fraction: float) -> float:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from costmodel import comm
-from costmodel.flops import layer_params
+from costmodel.params import layer_params
 from costmodel.kernels import gemm_time, matmul_time, memory_time
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
 from costmodel.specs import ClusterSpec, EmbeddingLayer, GenericLayer, HeadLayer, NormLayer

@@ -5,14 +5,8 @@ from __future__ import annotations
 import math
 
 from costmodel import comm
-from costmodel.flops import (
-    CAUSAL_ATTENTION_FRACTION,
-    attention_context,
-    expert_params,
-    ffn_matrices,
-    layer_params,
-    norm_params,
-)
+from costmodel.flops import CAUSAL_ATTENTION_FRACTION, attention_context, ffn_matrices
+from costmodel.params import expert_params, layer_params, norm_params
 from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
 from costmodel.memory import transformer_activation_bytes
@@ -115,7 +109,7 @@ def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tupl
     total = layer_params(layer)
     experts = expert_params(layer)
     n_norms = 3 if layer.cross_attention else 2
-    replicated = n_norms * norm_params(layer.hidden_size, layer.norm)
+    replicated = n_norms * norm_params(layer.norm, layer.hidden_size)
     replicated += layer.hidden_size * (int(layer.out_bias) + int(layer.mlp_bias and not layer.is_moe))
     if layer.is_moe:
         replicated += layer.hidden_size * layer.num_experts

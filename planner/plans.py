@@ -115,7 +115,7 @@ def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: Sear
 
 
 def _model_info(arg: Any, model: ModelSpec) -> ModelInfo:
-    from costmodel.flops import layer_params
+    from costmodel.params import layer_params
 
     name = arg if isinstance(arg, str) else model.source or model.name
     return ModelInfo(arg=name, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers], params=sum(layer_params(x) for x in model.layers), source=model.source)
