@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Any
 from planner.errors import InputError, NoFeasiblePlanError
 
 if TYPE_CHECKING:
-    from planner.estimate import EstimateResult
+    from planner.estimator import EstimateResult
 
 __all__ = ["estimate", "estimate_plan", "InputError", "NoFeasiblePlanError"]
 
 
 def estimate(**kwargs: Any) -> EstimateResult:
-    """Predict one parallel configuration; see :func:`planner.estimate.estimate`."""
-    from planner.estimate import estimate as _estimate
+    """Predict one parallel configuration; see :func:`planner.estimator.estimate`."""
+    from planner.estimator import estimate as _estimate
 
     return _estimate(**kwargs)
 

@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import build_cost_table
 from planner.errors import InputError, NoFeasiblePlanError
-from planner.estimate import EstimateResult, result_from_step
+from planner.estimator import EstimateResult, result_from_step
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
 from planner.schema import SCHEMA_VERSION, Alternative, Mesh, ModelInfo, Plan, RequestInfo, ScheduleInfo, SearchInfo, Stage
 from search.types import Candidate, SearchRequest, SearchResult
@@ -176,7 +176,7 @@ def load_plan(path: str | Path) -> Plan:
 
 def estimate_plan(path: str | Path) -> EstimateResult:
     """Re-estimate the exact configuration a plan records (reproduces the plan's own estimate)."""
-    from planner.estimate import estimate_config
+    from planner.estimator import estimate_config
 
     p = load_plan(path)
     model = resolve_model_arg(p.model.arg)

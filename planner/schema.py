@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodel.specs import ClusterSpec, ParallelConfig
-from planner.estimate import EstimateResult
+from planner.estimator import EstimateResult
 
 SCHEMA_VERSION = "1.0"
 """Version of the plan layout; ``planner.load_plan`` refuses any other."""
