@@ -16,6 +16,8 @@ _TIME_ROWS = (
     ("recompute", "recompute"),
     ("optimizer", "optimizer step"),
 )
+_MESH_KEYS = ("dp", "tp", "pp", "cp")
+_SETTING_KEYS = ("ep", "vpp", "sp", "zero", "recompute", "micro_batch", "global_batch", "seq_len", "schedule")
 _MEMORY_ROWS = (
     ("params", "parameters"),
     ("grads", "gradients"),
@@ -50,9 +52,13 @@ def summary_renderables(result: dict[str, Any]) -> list[Any]:
 
 
 def config_line(config: dict[str, Any]) -> str:
-    """The configuration's scalar settings as ``key value`` pairs on one line (nested values left out)."""
-    scalars = [(key, value) for key, value in config.items() if isinstance(value, (str, int, float, bool))]
-    return ", ".join(f"{key} {_scalar(value)}" for key, value in scalars)
+    """The mesh and batch settings of ``config`` on one line, e.g. ``dp 8 x tp 8 x pp 16 x cp 1, ...``.
+
+    Byte widths and overlap switches are left to ``--json``; keys missing from ``config`` are skipped.
+    """
+    mesh = " x ".join(f"{key} {config[key]}" for key in _MESH_KEYS if key in config)
+    settings = [f"{key.replace('_', '-')} {_scalar(config[key])}" for key in _SETTING_KEYS if key in config]
+    return ", ".join(part for part in (mesh, *settings) if part)
 
 
 def memory_verdict(result: dict[str, Any]) -> str:

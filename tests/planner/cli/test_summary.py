@@ -51,7 +51,7 @@ def _render(result: dict) -> str:
 def test_summary_shows_headline_breakdowns_and_assumptions() -> None:
     text = _render(_result(fits=True))
     for expected in (
-        "dp 8, tp 8, pp 16, sp on, recompute none",
+        "dp 8 x tp 8 x pp 16, sp on, recompute none",
         "12.5 s",
         "251,658",
         "43.2 %",
@@ -86,5 +86,7 @@ def test_format_seconds_picks_a_unit() -> None:
     assert format_seconds(0.0) == "0"
 
 
-def test_config_line_keeps_scalars_only() -> None:
-    assert config_line({"tp": 2, "zero": 1, "sp": False, "layers": [1, 2], "x": None}) == "tp 2, zero 1, sp off"
+def test_config_line_shows_mesh_and_batch_settings() -> None:
+    config = {"tp": 2, "dp": 4, "zero": 1, "sp": False, "micro_batch": 2, "param_bytes": 2, "stage_layers": [1, 2]}
+    assert config_line(config) == "dp 4 x tp 2, sp off, zero 1, micro-batch 2"
+    assert config_line({}) == ""
