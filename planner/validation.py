@@ -190,7 +190,9 @@ def _layer_list_problems(model: ModelSpec, cfg: ParallelConfig) -> list[str]:
             problems.append(f"stage_layers {list(cfg.stage_layers)} has negative counts (use 0 or more)")
         total = sum(cfg.stage_layers)
         if total != layers:
-            problems.append(f"stage_layers sum to {total}, but {model.name} has {layers} layers (make them sum to {layers})")
+            problems.append(
+                f"stage_layers sum to {total}, but {model.name} has {layers} layers (make them sum to {layers})"
+            )
     if cfg.layer_recompute is not None and len(cfg.layer_recompute) != layers:
         problems.append(
             f"layer_recompute has {len(cfg.layer_recompute)} entries, but {model.name} has {layers} layers "

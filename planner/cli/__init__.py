@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def report(exc: BaseException) -> int:
     """Print the one-line error for ``exc`` on stderr and return its exit code."""
     if isinstance(exc, SystemExit):  # --help and --version exit through argparse
-        return exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
+        return 0 if exc.code is None else exc.code if isinstance(exc.code, int) else EXIT_INTERNAL
     if isinstance(exc, KeyboardInterrupt):
         print("meshplan: interrupted", file=sys.stderr)
         return 130

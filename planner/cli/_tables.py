@@ -25,7 +25,9 @@ def print_table(title: str, headers: Sequence[str], rows: Sequence[Sequence[str]
 def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """Columns padded to their widest cell and separated by two spaces; no trailing blanks."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=False)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in (headers, *rows)]
+    lines = [
+        "  ".join(str(cell).ljust(width) for cell, width in zip(line, widths)).rstrip() for line in (headers, *rows)
+    ]
     return "\n".join(lines) + "\n"
 
 
