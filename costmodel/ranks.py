@@ -60,25 +60,34 @@ def _row(cost: LayerCost) -> list[float]:
     return [getattr(cost, f) for f in _SUMMED] + [cost.comm_link_s[k] for k in LINKS]
 
 
+def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], LocalConfig]) -> tuple[np.ndarray, ...]:
+    """(summed-field matrix, work, params, out bytes) of each present key, memoised in the table."""
+    codes = sorted({RECOMPUTE_CODES[k % 3] for k in present.tolist()})
+    views = {code: local(code) for code in codes}
+    memo_key = (present.tobytes(), tuple(views[c] for c in codes))
+    hit = table.memo.get(memo_key)
+    if hit is None:
+        costs = [table.cost(k // 3, views[RECOMPUTE_CODES[k % 3]]) for k in present.tolist()]
+        hit = (
+            np.array([_row(c) for c in costs]),
+            np.array([c.work_bytes for c in costs]),
+            np.array([c.params for c in costs]),
+            np.array([c.out_bytes for c in costs]),
+        )
+        table.memo[memo_key] = hit
+    return hit
+
+
 def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:
     """Per-rank sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
-    present, inverse, cum = table.key_prefix(signature, layer_keys(table, cfg))
-    views = {}
-    costs = []
-    for k in present.tolist():
-        code = RECOMPUTE_CODES[k % 3]
-        view = views.get(code) or views.setdefault(code, local(code))
-        costs.append(table.cost(k // 3, view))
-    matrix = np.array([_row(c) for c in costs])
+    present, inverse, cum = table.key_prefix(signature, lambda: layer_keys(table, cfg))
+    matrix, work, largest, out = _key_costs(table, present, local)
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
-    bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    bounds = table.bounds(sizes)
     counts = (cum[bounds[1:]] - cum[bounds[:-1]]).reshape(cfg.vpp, cfg.pp, len(present)).sum(axis=0)
     sums = counts @ matrix
     used = counts > 0
-    work = np.array([c.work_bytes for c in costs])
-    largest = np.array([c.params for c in costs])
-    out = np.array([c.out_bytes for c in costs])
     last = inverse[np.maximum(bounds[1:] - 1, 0)].reshape(cfg.vpp, cfg.pp)
     n = len(_SUMMED)
     return Ranks(

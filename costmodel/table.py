@@ -35,17 +35,28 @@ class CostTable:
     _flops: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefix: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _splits: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
+    _bounds: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict, repr=False)
+    memo: dict = field(default_factory=dict, repr=False)
+    """Scratch memo for callers that derive per-table data (``costmodel.ranks``)."""
 
-    def key_prefix(self, signature: object, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def key_prefix(self, signature: object, make_keys) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(distinct keys, index of each layer's key, prefix counts of each key over the layers),
-        memoised by ``signature`` (the recompute setting that produced ``keys``)."""
+        memoised by ``signature`` (the recompute setting that ``make_keys()`` turns into keys)."""
         hit = self._prefix.get(signature)
         if hit is None:
+            keys = make_keys()
             present, inverse = np.unique(keys, return_inverse=True)
             cum = np.zeros((len(keys) + 1, len(present)))
             cum[np.arange(1, len(keys) + 1), inverse] = 1.0
             np.cumsum(cum, axis=0, out=cum)
             hit = self._prefix[signature] = (present, inverse, cum)
+        return hit
+
+    def bounds(self, sizes: tuple[int, ...]) -> np.ndarray:
+        """Chunk start indices plus the end, for chunk sizes ``sizes`` (memoised)."""
+        hit = self._bounds.get(sizes)
+        if hit is None:
+            hit = self._bounds[sizes] = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         return hit
 
     def default_split(self, chunks: int) -> tuple[int, ...]:
