@@ -122,6 +122,34 @@ def test_plan_form_takes_no_configuration_flags(meshplan, one_line_error) -> Non
     one_line_error(meshplan("estimate", "--plan", "plan.json", "--tp", "2"), 2, "--plan takes no configuration flags")
 
 
+def _write_plan(path: Path) -> float:
+    """Search a plan for gpt-1.7b on 8 A100s, write it to ``path``, return its estimated step time.
+
+    Goes through the search and ``build_plan`` (what ``planner.plans.plan`` does before its checks).
+    """
+    from planner.inputs import resolve_cluster_arg, resolve_model_arg
+    from planner.plans import build_plan
+    from search.core import search_plan
+    from search.types import SearchRequest
+
+    model, cluster = resolve_model_arg("gpt-1.7b"), resolve_cluster_arg("dgx-a100")
+    request = SearchRequest(gpus=8, global_batch=64, seq_len=2048, target="native", top_k=1, time_limit_s=None)
+    plan = build_plan("gpt-1.7b", model, cluster, request, search_plan(model, cluster, request, None), False)
+    path.write_text(plan.model_dump_json(indent=2))
+    return plan.estimate.step_time_s
+
+
+def test_plan_form_reproduces_the_plans_estimate(meshplan, tmp_path) -> None:
+    step_time_s = _write_plan(tmp_path / "plan.json")
+    proc = meshplan("estimate", "--plan", str(tmp_path / "plan.json"), "--json")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert _CONTRACT_KEYS <= set(result)
+    assert result["step_time_s"] == pytest.approx(step_time_s, rel=1e-9)
+    summary = meshplan("estimate", "--plan", str(tmp_path / "plan.json"))
+    assert summary.returncode == 0 and "step time" in summary.stdout
+
+
 def test_plan_form_with_missing_file_is_bad_input(meshplan, one_line_error, tmp_path) -> None:
     one_line_error(meshplan("estimate", "--plan", str(tmp_path / "plan.json")), 2, "plan.json")
 
