@@ -33,6 +33,8 @@ class _Reader:
         self.raw = raw
         self.family = family
         self.problems: list[str] = []
+        self.missing: list[str] = []
+        """Required keys absent from the file (reported together in one clause)."""
 
     def _names(self, key: str) -> tuple[str, ...]:
         return (key, *self.family.aliases.get(key, ()))
@@ -52,7 +54,7 @@ class _Reader:
                 return default
             aliases = self.family.aliases.get(key, ())
             alias = f" (or its alias {' / '.join(repr(a) for a in aliases)})" if aliases else ""
-            self.problems.append(f"lacks {key!r}{alias}; add it or {_FIX}")
+            self.missing.append(f"{key!r}{alias}")
             return 1
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             self.problems.append(f"has {name!r} = {value!r}; it must be a positive integer")
@@ -195,8 +197,11 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
     window, sliding = _sliding_layers(cfg, layers)
     experts, top_k, expert_ffn, shared_ffn, is_moe = _moe_layers(cfg, layers, ffn)
     _check_shapes(cfg, hidden, heads, kv_heads, experts, top_k)
+    if cfg.missing:
+        them = "it" if len(cfg.missing) == 1 else "them"
+        cfg.problems.insert(0, f"lacks {', '.join(cfg.missing)}; add {them} or {_FIX}")
     if cfg.problems:
-        raise InputError(*(f"{where} {problem}" for problem in dict.fromkeys(cfg.problems)))
+        raise InputError(f"{where} " + "; ".join(dict.fromkeys(cfg.problems)))
 
     def block(moe: bool, windowed: bool) -> TransformerLayer:
         return TransformerLayer(
