@@ -1,0 +1,79 @@
+"""Running a trace: export / meta / fake agree, blocks that need data go opaque, failures are one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from planner.errors import InputError
+from planner.trace.load import load_factory, token_ids
+from planner.trace.run import run_trace
+from planner.trace.stubs import OPAQUE
+from planner.trace.units import find_units
+
+
+def _run(module: nn.Module, method: str, args: tuple | None = None):
+    module.train()
+    args = args if args is not None else (token_ids(2, 64),)
+    return run_trace(module, find_units(module), args, {}, label="m", method=method)
+
+
+def _summary(raw) -> list[tuple[str, str | None, float]]:
+    return [(i.name, i.stub_of, sum(op.flops for op in i.ops)) for i in raw.instances]
+
+
+def test_the_three_methods_record_the_same_layers_and_flops(zoo) -> None:
+    with torch.device("meta"):
+        module = zoo.gpt()
+    traces = {method: _run(module, method) for method in ("export", "meta", "fake")}
+    assert {raw.method for raw in traces.values()} == {"export", "meta", "fake"}
+    first = _summary(traces["export"])
+    assert [name for name, _, _ in first] == ["wte", "wpe", "blocks.0", "blocks.1", "blocks.2", "ln_f", "head"]
+    assert [stub for _, stub, _ in first][2:5] == [None, "blocks.0", "blocks.0"]
+    assert _summary(traces["meta"]) == first and _summary(traces["fake"]) == first
+
+
+def test_routing_blocks_become_opaque_and_the_rest_traces(zoo, factory) -> None:
+    module, _ = load_factory(factory("mixtral"))
+    raw = _run(module, "auto")
+    assert raw.opaque == {"layers.0", "layers.1"}
+    blocks = [i for i in raw.instances if i.unit.startswith("layers.")]
+    assert [i.stub_of for i in blocks] == [OPAQUE, OPAQUE]
+    assert raw.instances[-1].name == "lm_head" and raw.instances[-1].ops
+
+
+def test_export_failures_print_nothing(zoo, factory, capfd) -> None:
+    module, _ = load_factory(factory("mixtral"))
+    _run(module, "export")
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+class ValueDependent(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb = nn.Embedding(10, 8)
+        self.gate = nn.Linear(8, 8)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        return self.gate(x) if float(x.sum()) > 0 else x
+
+
+def test_an_untraceable_model_names_the_module_op_and_the_config_path() -> None:
+    with torch.device("meta"):
+        module = ValueDependent()
+    with pytest.raises(InputError) as err:
+        _run(module, "auto")
+    message = str(err.value)
+    assert "\n" not in message
+    assert "aten._local_scalar_dense" in message and "without --trace" in message
+    assert "cannot trace m" in message
+
+
+def test_unknown_method_is_bad_input(zoo) -> None:
+    with torch.device("meta"):
+        module = zoo.gpt()
+    with pytest.raises(InputError, match="unknown trace method"):
+        _run(module, "jit")
