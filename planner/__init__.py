@@ -14,8 +14,9 @@ from planner.errors import InputError, NoFeasiblePlanError
 
 if TYPE_CHECKING:
     from planner.estimator import EstimateResult
+    from planner.schema import Plan
 
-__all__ = ["estimate", "estimate_plan", "InputError", "NoFeasiblePlanError"]
+__all__ = ["estimate", "estimate_plan", "load_plan", "InputError", "NoFeasiblePlanError"]
 
 
 def estimate(**kwargs: Any) -> EstimateResult:
@@ -30,3 +31,10 @@ def estimate_plan(path: str) -> EstimateResult:
     from planner.plans import estimate_plan as _estimate_plan
 
     return _estimate_plan(path)
+
+
+def load_plan(path: str) -> Plan:
+    """Read and validate a plan file, refusing unknown schema versions; see :func:`planner.plans.load_plan`."""
+    from planner.plans import load_plan as _load_plan
+
+    return _load_plan(path)

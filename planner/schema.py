@@ -149,3 +149,32 @@ class Plan(BaseModel):
     def to_json(self) -> str:
         """Deterministic JSON text (same plan, same bytes)."""
         return self.model_dump_json(indent=2) + "\n"
+
+    def to_megatron_args(self, grouped: bool = False) -> list[str] | dict[str, list[str]]:
+        """Megatron-LM ``pretrain_gpt.py`` arguments (``planner.export.megatron``): a flat argv, or
+        the ``GPT_MODEL_ARGS`` / ``TRAINING_ARGS`` / ``MODEL_PARALLEL_ARGS`` groups. Raises
+        ``UnsupportedPlanError`` (an ``InputError``) naming a field Megatron-LM cannot express."""
+        from planner.export import export
+
+        result = export(self, "megatron")
+        return dict(result.groups) if grouped else result.argv()  # type: ignore[union-attr]
+
+    def to_torchtitan(self) -> Any:
+        """torchtitan job-config sections (``planner.export.torchtitan.TorchtitanExport``; ``.toml()``
+        gives the TOML text)."""
+        from planner.export import export
+
+        return export(self, "torchtitan")
+
+    def to_deepspeed(self) -> Any:
+        """DeepSpeed config (``.config``) and code-side settings (``.code``)
+        (``planner.export.deepspeed.DeepSpeedExport``)."""
+        from planner.export import export
+
+        return export(self, "deepspeed")
+
+    def report(self, format: str = "md") -> str:
+        """The plan report as Markdown (``md``) or one self-contained HTML file (``html``)."""
+        from planner.report import render_report
+
+        return render_report(self, format)

@@ -1,0 +1,60 @@
+"""``meshplan export plan.json --to megatron|torchtitan|deepspeed [-o FILE]``: what a launcher runs.
+
+Native forms: Megatron-LM a bash launcher (argument arrays and the ``torchrun ... pretrain_gpt.py``
+line), torchtitan a TOML job config, DeepSpeed its config JSON (the ``PipelineModule`` settings it
+takes in code go to stderr). ``--format json`` prints one JSON object instead. A plan the engine
+cannot express exits 2 naming the plan field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from planner.cli._common import EXIT_OK, add_subparser
+
+_EXAMPLES = """\
+  meshplan export plan.json --to megatron -o launch.sh
+  meshplan export plan.json --to megatron --format json     # grouped argv lists + flat argv
+  meshplan export plan.json --to torchtitan -o job.toml
+  meshplan export plan.json --to deepspeed -o ds_config.json"""
+
+_DESCRIPTION = """\
+Write a plan as an engine's configuration, with the engine's current names: Megatron-LM arguments,
+a torchtitan job config (parallelism, activation_checkpoint, training), or a DeepSpeed config JSON.
+A plan that uses something the engine cannot express (ZeRO-2/3 with pipelining for DeepSpeed, say)
+is refused with exit code 2 and the plan field named; plan with --target ENGINE to avoid that."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``export`` subcommand."""
+    parser = add_subparser(subparsers, "export", "write a plan as an engine configuration", _DESCRIPTION, _EXAMPLES)
+    parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
+    parser.add_argument("--to", required=True, choices=("megatron", "torchtitan", "deepspeed"), help="the engine")
+    parser.add_argument("--format", choices=("native", "json"), default="native",
+                        help="native: the engine's file form (default); json: one JSON object")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout ('-' is stdout)")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Export the plan; a refusal leaves as an InputError (exit 2) for ``main``."""
+    from planner.export import export, render
+    from planner.export.common import resolve_plan_model
+    from planner.plans import load_plan
+
+    plan = load_plan(args.plan)
+    model = resolve_plan_model(plan)
+    text = render(plan, args.to, args.format, model)
+    if args.output is None or args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text, encoding="utf-8")
+        if args.to == "megatron" and args.format == "native":
+            Path(args.output).chmod(0o755)
+        print(f"meshplan: wrote {args.output} ({args.to}, {args.format})", file=sys.stderr)
+    if args.to == "deepspeed" and args.format == "native":
+        code = export(plan, "deepspeed", model).python()  # type: ignore[union-attr]
+        print("meshplan: DeepSpeed takes these settings in code:\n" + code.rstrip(), file=sys.stderr)
+    return EXIT_OK

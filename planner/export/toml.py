@@ -1,0 +1,40 @@
+"""A small TOML writer for flat job-config sections (the stdlib's ``tomllib`` only reads).
+
+Covers what torchtitan job configs hold: strings, integers, floats, booleans and (nested) arrays of
+them, under ``[section]`` tables (TOML v1.0.0, toml.io). Strings are written as basic strings with
+JSON escapes, which TOML shares (``\\"``, ``\\\\``, ``\\n``, ``\\uXXXX``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def dumps(sections: dict[str, dict[str, Any]], header: list[str] | None = None) -> str:
+    """TOML text: optional ``#`` comment lines, then one table per section, keys in given order."""
+    lines = [f"# {line}" for line in header or []]
+    for name, table in sections.items():
+        if lines:
+            lines.append("")
+        lines.append(f"[{name}]")
+        lines += [f"{key} = {value(v)}" for key, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def value(v: Any) -> str:
+    """One TOML value."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"TOML value must be finite, got {v!r}")
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(value(x) for x in v) + "]"
+    raise TypeError(f"no TOML form for {type(v).__name__}")
