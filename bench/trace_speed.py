@@ -11,6 +11,7 @@ installed, Hugging Face's ``LlamaForCausalLM`` built from the matching config.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -100,11 +101,9 @@ def main() -> None:
     parser.add_argument("--method", default="auto", choices=("auto", "export", "meta", "fake"))
     args = parser.parse_args()
     builders = {"torch.nn": _plain}
-    try:
-        import transformers  # noqa: F401
-
+    if importlib.util.find_spec("transformers") is not None:
         builders["transformers"] = _hugging_face
-    except ImportError:
+    else:
         print("transformers not installed: timing the plain torch.nn Llama only")
     print(f"{'model':>13} {'layers':>6} {'params':>16} {'build_s':>8} {'trace_s':>8}  method")
     for label, build in builders.items():

@@ -16,11 +16,16 @@ Linear (Megatron's pairing); a unit of Linears and element-wise ops is ``column_
 embedding table is split by rows (``vocab``), a group of tables is placed table-wise (``table``)
 unless one table holds over half the rows (then ``vocab``); convolutions, norms and anything else are
 ``none`` (replicated, data parallel).
+
+A layer's output bytes are the input-dependent tensors it hands to later layers (or returns), each
+counted once however many layers read it. Every edge is measured; the spec's ``extra_edges`` are
+those between layers that are not neighbours. Parameters no op used (modules never called) are kept
+in a last generic layer, ``unused_parameters``, so the spec holds every parameter of the module.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from torch import nn
 
@@ -67,7 +72,6 @@ class Built:
     edges: list[LayerEdge]
     tied: bool
     max_positions: int
-    slots: list[Slot] = field(default_factory=list)
 
 
 def _pattern(path: str) -> str:
@@ -86,6 +90,7 @@ class _Builder:
             self.first.setdefault(inst.unit, inst)
         self.params = self._assign_params()
         self._recognised: dict[str, tuple[TransformerLayer, int] | None] = {}
+        self._linear_modes: dict[int, TpMode] = {}
 
     # -- per-instance facts --------------------------------------------------------------------
     def _assign_params(self) -> list[int]:
@@ -228,7 +233,9 @@ class _Builder:
         if unit.kind == "leaf":
             if not isinstance(module, nn.Linear) and type(module).__name__ != "Conv1D":
                 return "none"
-            return "row" if self._fed_by_column(inst) else "column"
+            mode: TpMode = "row" if self._fed_by_column(inst) else "column"
+            self._linear_modes[inst.index] = mode
+            return mode
         leaves = [m for m in module.modules() if next(m.children(), None) is None]
         linears = [m for m in leaves if isinstance(m, nn.Linear)]
         heavy = [m for m in leaves if next(m.parameters(), None) is not None and norm_kind(m) is None]
@@ -237,14 +244,9 @@ class _Builder:
         return "none"
 
     def _fed_by_column(self, inst: Instance) -> bool:
+        """The only data input of ``inst`` is a Linear that was given ``column`` (memoised in order)."""
         sources = list(inst.inputs)
-        if len(sources) != 1:
-            return False
-        src = self.insts[sources[0]]
-        src_module = self.module(src)
-        if not isinstance(src_module, nn.Linear) or self.units.units[src.unit].kind != "leaf":
-            return False
-        return not self._fed_by_column(src)
+        return len(sources) == 1 and self._linear_modes.get(sources[0]) == "column"
 
 
 def _measure(b: _Builder, slot: Slot, shape: Shape) -> tuple[float, float, float, float, int]:
@@ -282,9 +284,9 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
     for n, slot in enumerate(slots):
         lin, attn, mem, saved, count = _measure(b, slot, shape)
         first = b.insts[slot.insts[0]] if slot.insts else None
-        if isinstance(slot.layer, TransformerLayer) and (slot.layer.is_moe or first.stub_of == OPAQUE):  # type: ignore[union-attr]
-            lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # routing needs values: formulas stand in
-            attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin
+        if _needs_formulas(slot, first):
+            lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # type: ignore[arg-type]
+            attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
         out = outputs.get(n, 0.0)
         layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, out, shape)
         layers.append(seen.setdefault(layer, layer))
@@ -300,17 +302,22 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         traces.append(LayerTrace(name="unused_parameters", kind="generic", modules=(), params=leftover,
                                  fwd_flops=0.0, fwd_attn_flops=0.0, fwd_mem_bytes=0.0,
                                  activation_bytes=0.0, output_bytes=0.0, ops=0))
-    return Built(layers, traces, edges, tied, positions, slots)
+    return Built(layers, traces, edges, tied, positions)
+
+
+def _needs_formulas(slot: Slot, first: Instance | None) -> bool:
+    """An expert block (its routing needs values) or an opaque one: its FLOPs come from the formulas."""
+    layer = slot.layer
+    return isinstance(layer, TransformerLayer) and (layer.is_moe or (first is not None and first.stub_of == OPAQUE))
 
 
 def _generic(b: _Builder, slot: Slot, n: int, slots: list[Slot], lin: float, attn: float, mem: float,
              saved: float, out: float, shape: Shape) -> GenericLayer:
     tokens = float(shape.tokens)
     if slot.passthrough:
-        block = slots[n - 1].layer
-        width = block.hidden_size if isinstance(block, TransformerLayer) else 0
-        return GenericLayer(name=f"{slots[n - 1].layer.name}.extra_params", params=slot.params,  # type: ignore[union-attr]
-                            fwd_flops_per_token=0.0, output_bytes_per_token=float(width * ACT_BYTES))
+        block: TransformerLayer = slots[n - 1].layer  # type: ignore[assignment]
+        return GenericLayer(name=f"{block.name}.extra_params", params=slot.params, fwd_flops_per_token=0.0,
+                            output_bytes_per_token=float(block.hidden_size * ACT_BYTES))
     inst = b.insts[slot.insts[0]]
     unit = b.units.units[inst.unit]
     name = _pattern(inst.unit) if unit.group >= 0 else (inst.name or "model")

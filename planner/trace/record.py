@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
@@ -284,7 +284,7 @@ class Recorder:
         for t in (query, key, value, out):
             saved[sid(t)] = storage_bytes(t)
         rows = math.prod(int(d) for d in query.shape[:-1])
-        saved[-(len(self._keep) + 1)] = float(rows * LSE_BYTES)
+        saved[-(len(self._keep) + 1)] = float(rows * LSE_BYTES)  # no storage: a key no storage has
         self._keep.append(out)
         heads, s_q, d = int(query.shape[-3]) if query.ndim > 2 else 1, int(query.shape[-2]), int(query.shape[-1])
         share, causal = self._mask(attn_mask, s_q, int(key.shape[-2]), bool(is_causal))

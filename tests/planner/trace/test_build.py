@@ -12,7 +12,8 @@ from planner.trace.build import _pattern
 
 
 def test_repeat_groups_share_one_name() -> None:
-    assert _pattern("model.layers.17") == "model.layers.*" and _pattern("encoder.block.0.layer") == "encoder.block.*.layer"
+    assert _pattern("model.layers.17") == "model.layers.*"
+    assert _pattern("encoder.block.0.layer") == "encoder.block.*.layer"
 
 
 class Tables(nn.Module):

@@ -104,7 +104,8 @@ def test_llama_31_8b_config_traced_matches_the_preset(tmp_path) -> None:
     preset = resolve_model("llama3.1-8b")
     assert count_params(traced) == count_params(preset) == 8_030_261_248
     for seq in (2048, 8192):
-        assert model_flops_per_step(traced.layers, 8, seq) == pytest.approx(model_flops_per_step(preset.layers, 8, seq), rel=1e-2)
+        expected = model_flops_per_step(preset.layers, 8, seq)
+        assert model_flops_per_step(traced.layers, 8, seq) == pytest.approx(expected, rel=1e-2)
     assert _same_but_names(traced, preset) and traced.max_seq_len == 131072
     a = _estimate(traced, seq_len=4096, global_batch=64).step_time_s
     b = _estimate(preset, seq_len=4096, global_batch=64).step_time_s
@@ -171,7 +172,8 @@ def test_mixtral_style_moe_blocks(zoo, factory) -> None:
     blocks = [x for x in spec.layers if isinstance(x, TransformerLayer)]
     m = zoo.MIXTRAL
     assert len(blocks) == m["layers"]
-    assert (blocks[0].num_experts, blocks[0].moe_top_k, blocks[0].num_kv_heads) == (m["experts"], m["top_k"], m["kv_heads"])
+    found = (blocks[0].num_experts, blocks[0].moe_top_k, blocks[0].num_kv_heads)
+    assert found == (m["experts"], m["top_k"], m["kv_heads"])
     assert trace.layers[1].stub_of == "<opaque>"
     assert _estimate(spec, ep=2).step_time_s > 0
 

@@ -205,8 +205,8 @@ def t5() -> tuple[nn.Module, object]:
 
 
 # -- DLRM (Naumov et al. 2019): bottom MLP, embedding bags, pairwise dot interaction, top MLP -------
-DLRM_TABLES = (400_000_000, 300_000_000, 100_000, 5_000)
-"""Rows per table: the two large ones hold 51 and 38 billion parameters, over 80 GiB in bf16."""
+DLRM_TABLES = (200_000_000, 150_000_000, 100_000, 5_000)
+"""Rows per table: 44.8 billion parameters of 128 wide rows, 90 GB in bf16: more than one GPU holds."""
 DLRM_DIM = 128
 
 
