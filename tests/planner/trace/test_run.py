@@ -77,3 +77,21 @@ def test_unknown_method_is_bad_input(zoo) -> None:
         module = zoo.gpt()
     with pytest.raises(InputError, match="unknown trace method"):
         _run(module, "jit")
+
+
+def test_hugging_face_llama_needs_fake_tensors_when_not_exported(tmp_path) -> None:
+    import json
+
+    from planner.trace.load import hf_model
+
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+                                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                "vocab_size": 100}))
+    module, _, _ = hf_model(str(path))
+    with pytest.raises(InputError, match="meta"):  # the mask code calls .item(): meta tensors have no values
+        _run(module, "meta")
+    exported, fake = _run(module, "export"), _run(module, "fake")
+    assert _summary(fake) == _summary(exported)
+    attention = [op for i in fake.instances for op in i.ops if op.kind == "attention"]
+    assert attention and all(op.causal for op in attention)  # read from the mask's real values
