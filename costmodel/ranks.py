@@ -88,7 +88,9 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     counts = (cum[bounds[1:]] - cum[bounds[:-1]]).reshape(cfg.vpp, cfg.pp, len(present)).sum(axis=0)
     sums = counts @ matrix
     used = counts > 0
-    last = inverse[np.maximum(bounds[1:] - 1, 0)].reshape(cfg.vpp, cfg.pp)
+    last_layer = np.maximum(bounds[1:] - 1, 0)
+    last = inverse[last_layer].reshape(cfg.vpp, cfg.pp)
+    spanning = table.cut_extra_bytes_per_token[last_layer].reshape(cfg.vpp, cfg.pp) * local("none").tokens
     n = len(_SUMMED)
     return Ranks(
         chunk_bounds=bounds,
@@ -102,5 +104,5 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
         links={k: sums[:, n + j] for j, k in enumerate(LINKS)},
         work_bytes=np.where(used, work, 0.0).max(axis=1),
         largest_layer_params=np.where(used, largest, 0.0).max(axis=1),
-        boundary_bytes=out[last].max(axis=0),
+        boundary_bytes=(out[last] + spanning).max(axis=0),
     )

@@ -31,6 +31,9 @@ class CostTable:
     """Group index of every layer of the model."""
     recomputable: np.ndarray
     """Whether recomputation applies to each layer (transformer and generic layers)."""
+    cut_extra_bytes_per_token: np.ndarray
+    """For a pipeline cut after layer i: bytes per token of the non-neighbour edges spanning it
+    (skip connections, encoder outputs read by later decoder layers); 0 for a chain."""
     _costs: dict[tuple[int, LocalConfig], LayerCost] = field(default_factory=dict, repr=False)
     _flops: dict[tuple[int, int], float] = field(default_factory=dict, repr=False)
     _prefix: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
@@ -97,7 +100,16 @@ def build_cost_table(model: ModelSpec, cluster: ClusterSpec) -> CostTable:
             ids[id(layer)] = g
         layer_group[i] = g
     recomputable = np.array([isinstance(x, (TransformerLayer, GenericLayer)) for x in model.layers])
-    return CostTable(model, cluster, tuple(groups), layer_group, recomputable)
+    return CostTable(model, cluster, tuple(groups), layer_group, recomputable, _cut_extra(model))
+
+
+def _cut_extra(model: ModelSpec) -> np.ndarray:
+    """Bytes per token of extra edges crossing each cut; an edge leaving the layer right before the
+    cut travels with that layer's output, which the cut already sends."""
+    extra = np.zeros(len(model.layers))
+    for edge in model.extra_edges:
+        extra[edge.src + 1 : edge.dst] += edge.bytes_per_token
+    return extra
 
 
 def default_stage_layers(model: ModelSpec, chunks: int) -> tuple[int, ...]:

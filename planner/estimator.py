@@ -188,6 +188,7 @@ def estimate(
     ep: int = 1,
     schedule: str | None = None,
     attention: str | None = None,
+    trace: bool = False,
 ) -> EstimateResult:
     """Predict one configuration (keyword names match ``meshplan estimate`` flags; DP is derived as
     gpus / (tp x pp x cp)). A configuration that does not fit still estimates, with ``fits`` False and

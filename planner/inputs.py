@@ -8,11 +8,18 @@ from costmodel.specs import ClusterSpec, ModelSpec
 from planner.errors import InputError
 
 
-def resolve_model_arg(model: Any) -> ModelSpec:
+def resolve_model_arg(model: Any, trace: bool = False) -> ModelSpec:
     """A ``ModelSpec``, a preset name / config.json path / ``file.py:factory`` string, or an
-    ``nn.Module`` (traced on the meta device)."""
+    ``nn.Module`` (traced on the meta device). With ``trace``, a config.json builds the Hugging Face
+    model on the meta device and traces it instead of reading the config's numbers."""
     if isinstance(model, ModelSpec):
         return model
+    if isinstance(model, str) and trace:
+        if not model.endswith(".json"):
+            raise InputError(f"--trace applies to a Hugging Face config.json, not {model!r}; drop --trace")
+        from planner.trace import model_from_hf_config
+
+        return model_from_hf_config(model)
     if isinstance(model, str):
         from planner.models import resolve_model
 

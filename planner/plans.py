@@ -30,6 +30,7 @@ def plan(
     top_k: int = 3,
     time_limit_s: float | None = None,
     timing: bool = False,
+    trace: bool = False,
     progress: Any = None,
 ) -> Plan:
     """Search the fastest plan that fits (keyword names match ``meshplan plan`` flags).
@@ -39,13 +40,13 @@ def plan(
     """
     from search.core import search_plan
 
-    model_spec, cluster_spec = resolve_model_arg(model), resolve_cluster_arg(cluster)
+    model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
     _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k, time_limit_s=time_limit_s)  # type: ignore[arg-type]
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
         raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))
-    built = build_plan(model, model_spec, cluster_spec, req, result, timing)
+    built = build_plan(model, model_spec, cluster_spec, req, result, timing, trace)
     from planner.validate import plan_problems
 
     problems = plan_problems(built)
@@ -83,7 +84,7 @@ def _miss_message(result: SearchResult, gpus: int) -> str:
     )
 
 
-def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, result: SearchResult, timing: bool) -> Plan:
+def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, result: SearchResult, timing: bool, trace: bool = False) -> Plan:
     """Turn a search result into the plan JSON model."""
     best = result.best
     assert best is not None
@@ -93,7 +94,7 @@ def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: Sear
     return Plan(
         schema_version=SCHEMA_VERSION,
         planner_version=PLANNER_VERSION,
-        model=_model_info(model_arg, model),
+        model=_model_info(model_arg, model, trace),
         cluster=cluster,
         request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target, top_k=req.top_k, time_limit_s=req.time_limit_s),
         mesh=Mesh(dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, ep=cfg.ep, sp=cfg.sp, zero=cfg.zero, gpus_per_node=cluster.gpus_per_node, nodes=-(-req.gpus // cluster.gpus_per_node)),
@@ -114,11 +115,11 @@ def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: Sear
     )
 
 
-def _model_info(arg: Any, model: ModelSpec) -> ModelInfo:
+def _model_info(arg: Any, model: ModelSpec, trace: bool) -> ModelInfo:
     from costmodel.params import layer_params
 
     name = arg if isinstance(arg, str) else model.source or model.name
-    return ModelInfo(arg=name, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers], params=sum(layer_params(x) for x in model.layers), source=model.source)
+    return ModelInfo(arg=name, trace=trace, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers], params=sum(layer_params(x) for x in model.layers), source=model.source)
 
 
 def _stages(table, cfg: ParallelConfig, est: EstimateResult, cluster: ClusterSpec) -> list[Stage]:
@@ -179,5 +180,5 @@ def estimate_plan(path: str | Path) -> EstimateResult:
     from planner.estimator import estimate_config
 
     p = load_plan(path)
-    model = resolve_model_arg(p.model.arg)
+    model = resolve_model_arg(p.model.arg, p.model.trace)
     return estimate_config(model, p.cluster, p.config, list(p.estimate.assumptions))

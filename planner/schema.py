@@ -28,6 +28,8 @@ class ModelInfo(BaseModel):
     model_config = _PLAN
     arg: str
     """How the model was named: a preset, a config.json path or a factory."""
+    trace: bool = False
+    """The config.json was built with transformers and traced (``--trace``)."""
     name: str
     num_layers: int
     """Entries of the model's ordered layer list (embedding, blocks, norm, head)."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.specs import ParallelConfig
+from costmodel.step import local_config
 from costmodel.table import CostTable
 from search.recompute import best_recompute
 from search.stage_model import GroupCosts, stage_budget
@@ -52,18 +53,25 @@ def _group_prefix(table: CostTable) -> np.ndarray:
 def stage_evaluator(table: CostTable, cfg: ParallelConfig, gc: GroupCosts, modes: tuple[int, ...] | None) -> StageFn:
     """f(rank, start, end) -> (time per micro-batch, choice) for a one-chunk rank, memoised."""
     prefix = _group_prefix(table)
+    tokens = local_config(table, cfg, "none").tokens
     memo: dict[tuple[int, int, int], tuple[float, np.ndarray] | None] = {}
 
     def evaluate(rank: int, start: int, end: int):
         key = (rank, start, end)
         if key not in memo:
             counts = prefix[end] - prefix[start]
-            boundary = float(gc.out_bytes[table.layer_group[end - 1]]) if end > start else 0.0
+            boundary = _boundary(table, gc, end, tokens) if end > start else 0.0
             budget = stage_budget(table, cfg, gc, counts, rank, boundary)
             memo[key] = best_recompute(gc, counts, budget, modes)
         return memo[key]
 
     return evaluate
+
+
+def _boundary(table: CostTable, gc: GroupCosts, end: int, tokens: float) -> float:
+    """Bytes a chunk ending before layer ``end`` sends: its last layer's output plus the edges that
+    span the cut (``CostTable.cut_extra_bytes_per_token``)."""
+    return float(gc.out_bytes[table.layer_group[end - 1]]) + float(table.cut_extra_bytes_per_token[end - 1]) * tokens
 
 
 def _windows(n: int, chunks: int, balanced: tuple[int, ...]) -> list[range]:
@@ -164,7 +172,8 @@ def _interleaved_plan(table, cfg, gc, modes, sizes) -> StagePlan | None:
     for rank in range(cfg.pp):
         idx = list(range(rank, len(sizes), cfg.pp))
         counts = sum(prefix[bounds[k + 1]] - prefix[bounds[k]] for k in idx)
-        boundary = max(float(gc.out_bytes[table.layer_group[bounds[k + 1] - 1]]) for k in idx)
+        tokens = local_config(table, cfg, "none").tokens
+        boundary = max(_boundary(table, gc, bounds[k + 1], tokens) for k in idx)
         got = best_recompute(gc, counts, stage_budget(table, cfg, gc, counts, rank, boundary), modes)
         if got is None:
             return None

@@ -30,7 +30,7 @@ CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
 
 _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
-_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero")
+_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace")
 """Every configuration flag; none of them may accompany ``--plan``."""
 
 
@@ -40,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--plan", metavar="PLAN_JSON", help="estimate the configuration of a plan file instead")
     what = parser.add_argument_group("model, hardware and batch (required unless --plan)")
     what.add_argument("--model", metavar="M", help="preset, config.json or module factory")
+    what.add_argument("--trace", action="store_true", default=None, help="build a config.json model with transformers on the meta device and trace it")
     what.add_argument("--cluster", metavar="C", help="cluster preset or JSON file")
     what.add_argument("--gpus", metavar="N", type=positive_int, help="number of GPUs")
     what.add_argument("--global-batch", metavar="B", type=positive_int, help="sequences per optimizer step")
@@ -90,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             sp=args.sp,
             recompute=args.recompute or "none",
             zero=args.zero,
+            trace=bool(args.trace),
         )
     if args.json:
         print(json.dumps(result.model_dump(), indent=2, sort_keys=False))
