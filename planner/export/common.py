@@ -28,11 +28,12 @@ class UnsupportedPlanError(InputError):
 
 
 def resolve_plan_model(plan: Plan) -> ModelSpec:
-    """The model a plan was made for, rebuilt from ``plan.model.arg`` and checked against the plan's
-    layer list (a config file edited since planning would give different layers)."""
+    """The model a plan was made for, rebuilt from ``plan.model.arg`` (traced again when the plan says
+    ``trace``) and checked against the plan's layer list (a config file edited since planning would
+    give different layers)."""
     from planner.inputs import resolve_model_arg
 
-    model = resolve_model_arg(plan.model.arg)
+    model = resolve_model_arg(plan.model.arg, plan.model.trace)
     names = [x.name for x in model.layers]
     if names != plan.model.layer_names:
         raise InputError(

@@ -45,7 +45,7 @@ class DeepSpeedExport(BaseModel):
 
     def python(self) -> str:
         """The code-side settings as a Python fragment."""
-        lines = [f"# DeepSpeed code-side settings for {self.header}"] + [f"# note: {n}" for n in self.notes]
+        lines = [f"# DeepSpeed code-side settings for {self.header}"] + [f"# note: {n}" for n in self.notes] + ["import deepspeed"]
         pm = self.code["pipeline_module"]
         if pm is not None:
             lines += ["from deepspeed.pipe import PipelineModule"]

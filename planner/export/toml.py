@@ -1,13 +1,11 @@
 """A small TOML writer for flat job-config sections (the stdlib's ``tomllib`` only reads).
 
 Covers what torchtitan job configs hold: strings, integers, floats, booleans and (nested) arrays of
-them, under ``[section]`` tables (TOML v1.0.0, toml.io). Strings are written as basic strings with
-JSON escapes, which TOML shares (``\\"``, ``\\\\``, ``\\n``, ``\\uXXXX``).
+them, under ``[section]`` tables (TOML v1.0.0, toml.io); strings are basic strings.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -23,6 +21,23 @@ def dumps(sections: dict[str, dict[str, Any]], header: list[str] | None = None) 
     return "\n".join(lines) + "\n"
 
 
+SHORT_ESCAPES = {"\\": "\\\\", '"': '\\"', "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+
+
+def string(s: str) -> str:
+    """A basic string: backslash, quote and control characters (U+0000-U+001F, U+007F) escaped,
+    as TOML v1.0.0 requires."""
+    out = []
+    for ch in s:
+        if ch in SHORT_ESCAPES:
+            out.append(SHORT_ESCAPES[ch])
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\u{ord(ch):04X}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
 def value(v: Any) -> str:
     """One TOML value."""
     if isinstance(v, bool):
@@ -34,7 +49,7 @@ def value(v: Any) -> str:
             raise ValueError(f"TOML value must be finite, got {v!r}")
         return repr(v)
     if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
+        return string(v)
     if isinstance(v, (list, tuple)):
         return "[" + ", ".join(value(x) for x in v) + "]"
     raise TypeError(f"no TOML form for {type(v).__name__}")

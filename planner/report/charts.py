@@ -152,7 +152,7 @@ def rank_grid(plan: Plan) -> str:
 def alternatives_chart(plan: Plan) -> str:
     """The chosen plan and each alternative: how much slower (left) and how full memory is (right)."""
     e = plan.estimate
-    rows = [("chosen", e.step_time_s, e.peak_memory_gib, True)] + [(f"#{a.rank}", a.step_time_s, a.peak_memory_gib, a.fits) for a in plan.alternatives]
+    rows = [("chosen", e.step_time_s, e.peak_memory_gib, e.fits)] + [(f"#{a.rank}", a.step_time_s, a.peak_memory_gib, a.fits) for a in plan.alternatives]
     worst = max((t / e.step_time_s - 1 for _, t, _, _ in rows), default=0.0) or 0.01
     cap = e.memory_capacity_gib
     svg = Svg(WIDTH, 44 + 26 * len(rows), "Chosen plan against its alternatives")
@@ -166,7 +166,7 @@ def alternatives_chart(plan: Plan) -> str:
         w = (half - 110) * slower / worst
         svg.rect(70, y, w, 18, "#e45756" if slower > 0 else "#54a24b", f"{label}: {fmt.seconds(t)}")
         svg.text(70 + w + 6, y + 13, f"{fmt.signed_percent(slower)} ({fmt.seconds(t)})", size=11)
-        mw = (half - 70) * min(mem / cap, 1.2)
+        mw = (half - 70) * min(mem / cap, 1.0)
         svg.rect(80 + half, y, (half - 70), 18, "#f0f0f0")
         svg.rect(80 + half, y, mw, 18, "#4c78a8" if fits else "#d62728", f"{label}: {fmt.gib(mem)} of {fmt.gib(cap)}")
         svg.text(80 + half + (half - 70) + 4, y + 13, f"{fmt.percent(mem / cap, 0)}", size=11)

@@ -75,6 +75,8 @@ def binding_constraint(plan: Plan) -> str:
     tb = e.time_breakdown_s.model_dump()
     name, worst = max(((label, tb[key]) for key, label in TIME_PARTS if key != "compute"), key=lambda x: x[1])
     overhead = f"the largest cost beyond compute is the {name} ({fmt.seconds(worst)}, {fmt.percent(worst / e.step_time_s)} of the step)"
+    if not e.fits:
+        return f"memory: the plan does not fit, it needs {fmt.gib(e.peak_memory_gib)} of {fmt.gib(e.memory_capacity_gib)} per GPU (over by {fmt.gib(e.over_by_gib)}); {overhead}"
     if used >= MEMORY_TIGHT:
         return f"memory: the plan uses {fmt.percent(used)} of each GPU's {fmt.gib(e.memory_capacity_gib)}, so faster options that store more did not fit; {overhead}"
     return f"time: memory is {fmt.percent(used)} used; {overhead}"
@@ -129,7 +131,8 @@ def why_runner_up_lost(plan: Plan, alt_time: dict[str, float] | None = None) -> 
 def alternative_rows(plan: Plan) -> list[list[str]]:
     """Rank, shape, step time and its change, peak memory and its change, fits, why it lost."""
     e = plan.estimate
-    rows = [["chosen", _summary(plan), fmt.seconds(e.step_time_s), "-", fmt.gib(e.peak_memory_gib), "-", "yes" if e.fits else "no", "fastest that fits"]]
+    rows = [["chosen", _summary(plan), fmt.seconds(e.step_time_s), "-", fmt.gib(e.peak_memory_gib), "-", "yes" if e.fits else "no",
+             "fastest that fits" if e.fits else "closest to fitting (nothing fits)"]]
     for a in plan.alternatives:
         rows.append([str(a.rank), a.summary, fmt.seconds(a.step_time_s), fmt.signed_percent(a.step_time_s / e.step_time_s - 1), fmt.gib(a.peak_memory_gib),
                      fmt.signed_gib(a.peak_memory_gib - e.peak_memory_gib), "yes" if a.fits else "no", a.why_lost])

@@ -97,10 +97,16 @@ def _alt_time(data: ReportData) -> dict[str, float] | None:
     return w.alternatives[0].time_s if w.available and w.alternatives else None
 
 
+def _changed(row: list[str]) -> bool:
+    """A side-by-side row whose difference is not nil (``differs``, or a change with a nonzero digit)."""
+    diff = row[3].split("(")[0]
+    return diff == "differs" or any(ch in "123456789" for ch in diff)
+
+
 def _why(data: ReportData) -> str:
     plan = data.plan
     rows = facts.runner_up_rows(plan, _alt_time(data))
-    side = table(["", "chosen", "runner-up", "difference"], [list(r) for r in rows], highlight=lambda r: r[3] not in ("same", "+0 s")) if rows else ""
+    side = table(["", "chosen", "runner-up", "difference"], [list(r) for r in rows], highlight=_changed) if rows else ""
     return section("why", "Why this plan",
                    f'<div class="verdict">{escape(facts.why_runner_up_lost(plan, _alt_time(data)))}</div>',
                    "<h3>Chosen plan and runner-up side by side</h3>" if rows else "", side,
