@@ -134,8 +134,9 @@ def alternative_rows(plan: Plan) -> list[list[str]]:
     rows = [["chosen", _summary(plan), fmt.seconds(e.step_time_s), "-", fmt.gib(e.peak_memory_gib), "-", "yes" if e.fits else "no",
              "fastest that fits" if e.fits else "closest to fitting (nothing fits)"]]
     for a in plan.alternatives:
+        fits = "yes" if a.fits else f"no (over by {fmt.gib(a.peak_memory_gib - e.memory_capacity_gib)})"
         rows.append([str(a.rank), a.summary, fmt.seconds(a.step_time_s), fmt.signed_percent(a.step_time_s / e.step_time_s - 1), fmt.gib(a.peak_memory_gib),
-                     fmt.signed_gib(a.peak_memory_gib - e.peak_memory_gib), "yes" if a.fits else "no", a.why_lost])
+                     fmt.signed_gib(a.peak_memory_gib - e.peak_memory_gib), fits, a.why_lost])
     return rows
 
 

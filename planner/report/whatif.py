@@ -119,7 +119,10 @@ def _replan(plan: Plan, model: ModelSpec, gpus: int, label: str) -> Scenario:
     req = SearchRequest(gpus=gpus, global_batch=plan.request.global_batch, seq_len=plan.request.seq_len,
                         target=plan.request.target, top_k=1, nonuniform=False)
     result = search_plan(model, plan.cluster, req)
+    if result.best is None and result.nearest_miss is None:
+        return Scenario(label, change, None, None, None, "no configuration of the search space applies")
     if result.best is None:
-        return Scenario(label, change, None, None, False, "no configuration fits")
+        miss = result.nearest_miss
+        return Scenario(label, change, None, miss.estimate.peak_memory_gib, False, f"nothing fits; nearest miss: {summary(miss.config)}")
     best = result.best
     return Scenario(label, change, best.step_time_s, best.estimate.peak_memory_gib, best.fits, "re-planned (uniform): " + summary(best.config))

@@ -40,3 +40,10 @@ def test_scenarios_move_the_right_way(llama_plan, extras) -> None:
     more, fewer = by["one more node"], by["one fewer node"]
     assert more.change == "64 -> 72 GPUs" and fewer.change == "64 -> 56 GPUs"
     assert more.shape.startswith("re-planned") or more.step_time_s is None
+
+
+def test_one_node_plan_has_no_fewer_node_scenario(plan_factory) -> None:
+    plan = plan_factory("llama3.1-8b", "dgx-h100", tp=2, dp=4, sp=True, zero=1, global_batch=32, seq_len=4096)
+    by = {s.label: s for s in what_if(plan, resolve_plan_model(plan)).scenarios}
+    assert by["one fewer node"].shape == "no GPUs left" and by["one fewer node"].step_time_s is None
+    assert by["one more node"].change == "8 -> 16 GPUs"
