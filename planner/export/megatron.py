@@ -146,7 +146,8 @@ def _position_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
     learned = emb.max_positions if isinstance(emb, EmbeddingLayer) else 0
     if learned:
         return ["--seq-length", str(seq), "--max-position-embeddings", str(learned), "--position-embedding-type", "learned_absolute"]
-    notes.append("positions: no learned table in the model, emitted as rope (Megatron-LM has no ALiBi; change it for ALiBi models)")
+    notes.append("positions: no learned table in the model, emitted as rope; add --rotary-base / rope scaling for your model "
+                 "(Megatron-LM has no ALiBi: change it for ALiBi models)")
     return ["--seq-length", str(seq), "--max-position-embeddings", str(max(seq, model.max_seq_len)), "--position-embedding-type", "rope"]
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Megatron-LM launch for llama3.1-70b on 64 GPUs (dgx-h100): tp 2 x pp 4 x cp 2 x dp 4, ep 1, zero 1, 1f1b, micro-batch 1, 128 micro-batches
-# note: positions: no learned table in the model, emitted as rope (Megatron-LM has no ALiBi; change it for ALiBi models)
+# note: positions: no learned table in the model, emitted as rope; add --rotary-base / rope scaling for your model (Megatron-LM has no ALiBi: change it for ALiBi models)
 # note: tokenizer, vocabulary and data: pass --tokenizer-type/--data-path (or --mock-data) yourself
 # Run on every node with NODE_RANK, MASTER_ADDR and MASTER_PORT set; pass data and tokenizer
 # arguments after the script name: ./launch.sh --data-path ... --tokenizer-type ...
