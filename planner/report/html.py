@@ -117,7 +117,7 @@ def _why(data: ReportData) -> str:
 
 def _layout(data: ReportData) -> str:
     m = data.plan.mesh
-    intro = (f"dp {m.dp} x tp {m.tp} x pp {m.pp} x cp {m.cp} = {m.dp * m.tp * m.pp * m.cp} GPUs on {m.nodes} node{"s" if m.nodes != 1 else ""} of {m.gpus_per_node}; ep {m.ep}; "
+    intro = (f"dp {m.dp} x tp {m.tp} x pp {m.pp} x cp {m.cp} = {m.dp * m.tp * m.pp * m.cp} GPUs on {m.nodes} node{'s' if m.nodes != 1 else ''} of {m.gpus_per_node}; ep {m.ep}; "
              f"rank order {m.rank_order} (fastest-varying first, so TP neighbours share a node).")
     return section("layout", "Mesh and rank layout", p(intro),
                    table(["dimension", "degree", "rank stride", "first group", "groups run", "link time per step"], facts.placement_rows(data.plan), numeric=(1, 2, 5)),

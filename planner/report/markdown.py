@@ -67,7 +67,7 @@ def _why(data: ReportData) -> list[str]:
 def _layout(data: ReportData) -> list[str]:
     m = data.plan.mesh
     out = ["## Mesh and rank layout", "",
-           f"dp {m.dp} x tp {m.tp} x pp {m.pp} x cp {m.cp} = {m.dp * m.tp * m.pp * m.cp} GPUs on {m.nodes} node{"s" if m.nodes != 1 else ""} of {m.gpus_per_node}; "
+           f"dp {m.dp} x tp {m.tp} x pp {m.pp} x cp {m.cp} = {m.dp * m.tp * m.pp * m.cp} GPUs on {m.nodes} node{'s' if m.nodes != 1 else ''} of {m.gpus_per_node}; "
            f"ep {m.ep}; rank order `{m.rank_order}` (fastest-varying first).", "",
            table(["dimension", "degree", "rank stride", "first group", "groups run", "link time per step"], facts.placement_rows(data.plan)), "",
            "Each cell below is one GPU: `p` pipeline rank, `d` data-parallel rank, `c` context-parallel rank, `t` tensor-parallel rank.", ""]
