@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from planner.cli._common import EXIT_OK, UsageError, add_subparser
 
@@ -55,10 +56,17 @@ def pick_format(fmt: str | None, output: str | None) -> str:
 def write_report(plan_path: str, output: str | None, fmt: str | None, reestimate: bool = True) -> str:
     """Render the report of ``plan_path`` and write it (stdout for None or '-'); return the format."""
     from planner.plans import load_plan
+
+    return save_report(load_plan(plan_path), output, fmt, reestimate)
+
+
+def save_report(plan: Any, output: str | None, fmt: str | None = None, reestimate: bool = True) -> str:
+    """Render the report of a ``Plan`` and write it (stdout for None or '-'); return the format.
+    ``meshplan plan --report FILE`` calls this with the plan it has just written."""
     from planner.report import render_report
 
     chosen = pick_format(fmt, output)
-    text = render_report(load_plan(plan_path), chosen, reestimate=reestimate)
+    text = render_report(plan, chosen, reestimate=reestimate)
     if output is None or output == "-":
         sys.stdout.write(text)
     else:
