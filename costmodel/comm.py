@@ -76,6 +76,16 @@ def _one_pass(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float) 
     return _seconds(nbytes, bandwidth, messages * ring_latency(cluster, group))
 
 
+def affine(cluster: ClusterSpec, group: Group, passes: int) -> tuple[float, float]:
+    """(latency s, seconds per byte) of ``passes`` ring passes (1: RS or AG, 2: all-reduce) over
+    ``group``: the same model as :func:`all_reduce` and friends, as coefficients for array math."""
+    if group.size <= 1:
+        return 0.0, 0.0
+    g, k = group.per_node, group.nodes
+    per_byte = (g - 1) / g * _link_seconds(cluster, 1.0, False) + (k - 1) / k * _link_seconds(cluster, 1.0 / g, True)
+    return passes * ring_latency(cluster, group), passes * per_byte
+
+
 def reduce_scatter(cluster: ClusterSpec, group: Group, nbytes: Num, messages: float = 1) -> Num:
     """Reduce-scatter of an ``nbytes`` buffer (each rank keeps nbytes/n): (n−1)/n·S/B."""
     return _one_pass(cluster, group, nbytes, messages)

@@ -8,6 +8,8 @@ Activation Recomputation in Large Transformer Models", §4, Table 2) for activat
 
 from __future__ import annotations
 
+import numpy as np
+
 from costmodel.local import ACT_BYTES, LocalConfig
 from costmodel.specs import TransformerLayer
 
@@ -68,6 +70,17 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     if cfg.recompute == "full":
         return cfg.tokens * h * ACT_BYTES / cfg.sp_div, full
     return full, 0.0
+
+
+def in_flight_by_rank(schedule: str, pp: int, vpp: int, num_microbatches: int) -> np.ndarray:
+    """:func:`in_flight_microbatches` of every rank 0..pp-1, as an array."""
+    rank = np.arange(pp)
+    m = num_microbatches
+    if schedule == "gpipe":
+        return np.full(pp, float(m))
+    if schedule == "interleaved-1f1b" and vpp > 1:
+        return np.minimum(m * vpp, 2 * (pp - rank - 1) + (vpp - 1) * pp + 1) / vpp
+    return np.minimum(pp - rank, m).astype(float)
 
 
 def in_flight_microbatches(schedule: str, rank: int, pp: int, vpp: int, num_microbatches: int) -> float:

@@ -18,9 +18,13 @@ ZB_H1_BUBBLE_SHARE = 1.0 / 3.0
 
 def pipeline_time(rank_times: Sequence[float], num_microbatches: int, vpp: int, schedule: str) -> tuple[float, float]:
     """(time of the pipelined micro-batches, of which bubble) for per-rank micro-batch times X_r."""
-    slowest = max(rank_times)
+    return pipeline_time_folded(max(rank_times), sum(rank_times), num_microbatches, vpp, schedule)
+
+
+def pipeline_time_folded(slowest: float, total: float, num_microbatches: int, vpp: int, schedule: str) -> tuple[float, float]:
+    """:func:`pipeline_time` from the slowest rank's time and the sum over all ranks."""
     busy = num_microbatches * slowest
-    bubble = (sum(rank_times) - slowest) / (vpp if schedule == "interleaved-1f1b" else 1)
+    bubble = (total - slowest) / (vpp if schedule == "interleaved-1f1b" else 1)
     if schedule == "zb-h1":
         bubble *= ZB_H1_BUBBLE_SHARE
     return busy + bubble, bubble

@@ -1,8 +1,11 @@
 """Sum layer costs into pipeline ranks: chunk k of ``stage_layers`` runs on rank k mod pp (Megatron's
 interleaved layout: stage i = a·PP + b is virtual chunk a of rank b; ecosystem-notes B1).
 
-Every quantity is a numpy array with one entry per pipeline rank, so that the step model works on all
-ranks at once (the search calls it millions of times).
+Ranks that hold the same layers (in a balanced split, every rank but the first and the last) cost
+the same, so they are folded into one *rank type*: the step model works once per type, in plain
+floats, which keeps an estimate at tens of microseconds however deep the pipeline. Where the rank
+index matters (in-flight micro-batches, gradient-reduction slack), the worst rank of a type is its
+first, which ``Ranks.first_rank`` names.
 """
 
 from __future__ import annotations
@@ -21,30 +24,63 @@ LINKS = ("tp", "cp", "ep", "dp")
 
 
 @dataclass(frozen=True)
+class RankSums:
+    """One pipeline rank, per micro-batch: sums over the layers of all its chunks."""
+
+    fwd_s: float
+    bwd_s: float
+    recompute_s: float
+    exposed_s: float
+    hidden_s: float
+    act_bytes: float
+    params: float
+    expert_params: float
+    links: dict[str, float]
+    work_bytes: float
+    """Largest transient activation of any layer on the rank."""
+    largest_layer_params: float
+    boundary_bytes: float
+    """Largest activation the rank sends to the next stage per micro-batch."""
+
+    def time_s(self, overlap_slowdown: float) -> float:
+        """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
+        return self.fwd_s + self.bwd_s + self.recompute_s + self.exposed_s + overlap_slowdown * self.hidden_s
+
+
+@dataclass(frozen=True)
 class Ranks:
-    """Per pipeline rank, per micro-batch: sums over the layers of all the rank's chunks."""
+    """Every pipeline rank, folded into types of identical ranks."""
 
     chunk_bounds: np.ndarray
     """Layer index where each chunk starts, plus the layer count at the end (pp·vpp + 1 entries)."""
-    fwd_s: np.ndarray
-    bwd_s: np.ndarray
-    recompute_s: np.ndarray
-    exposed_s: np.ndarray
-    hidden_s: np.ndarray
-    act_bytes: np.ndarray
-    params: np.ndarray
-    expert_params: np.ndarray
-    links: dict[str, np.ndarray]
-    work_bytes: np.ndarray
-    """Largest transient activation of any layer on the rank."""
-    largest_layer_params: np.ndarray
-    boundary_bytes: np.ndarray
-    """Largest activation the rank sends to the next stage per micro-batch."""
+    rank_type: tuple[int, ...]
+    """Type of each rank."""
+    types: tuple[RankSums, ...]
+    first_rank: tuple[int, ...]
+    """Smallest rank index of each type."""
+    count: tuple[int, ...]
+    """Ranks of each type."""
+
+    def rank(self, r: int) -> RankSums:
+        return self.types[self.rank_type[r]]
 
     def chunks(self, rank: int, pp: int) -> list[tuple[int, int]]:
         """[start, end) layer ranges of ``rank``'s chunks, in chunk order."""
         b = self.chunk_bounds
         return [(int(b[k]), int(b[k + 1])) for k in range(rank, len(b) - 1, pp)]
+
+
+@dataclass(frozen=True)
+class _Fold:
+    rank_type: tuple[int, ...]
+    first_rank: tuple[int, ...]
+    count: tuple[int, ...]
+    counts: np.ndarray
+    """Layers of each key held by each type (types x keys)."""
+    used: tuple[tuple[int, ...], ...]
+    """Key columns present in each type."""
+    boundaries: tuple[tuple[tuple[int, float], ...], ...]
+    """Per type, (key column of a chunk's last layer, spanning bytes per token) for its chunks."""
 
 
 def layer_keys(table: CostTable, cfg: ParallelConfig) -> np.ndarray:
@@ -60,7 +96,7 @@ def _row(cost: LayerCost) -> list[float]:
     return [getattr(cost, f) for f in _SUMMED] + [cost.comm_link_s[k] for k in LINKS]
 
 
-def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], LocalConfig]) -> tuple[np.ndarray, ...]:
+def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], LocalConfig]) -> tuple:
     """(summed-field matrix, work, params, out bytes) of each present key, memoised in the table."""
     codes = sorted({RECOMPUTE_CODES[k % 3] for k in present.tolist()})
     views = {code: local(code) for code in codes}
@@ -68,41 +104,57 @@ def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], Loc
     hit = table.memo.get(memo_key)
     if hit is None:
         costs = [table.cost(k // 3, views[RECOMPUTE_CODES[k % 3]]) for k in present.tolist()]
-        hit = (
-            np.array([_row(c) for c in costs]),
-            np.array([c.work_bytes for c in costs]),
-            np.array([c.params for c in costs]),
-            np.array([c.out_bytes for c in costs]),
-        )
+        hit = (np.array([_row(c) for c in costs]), [c.work_bytes for c in costs], [c.params for c in costs], [c.out_bytes for c in costs])
         table.memo[memo_key] = hit
     return hit
 
 
+def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, vpp: int, inverse: np.ndarray, cum: np.ndarray) -> _Fold:
+    """Group ranks with the same layers and chunk ends into types (memoised per split)."""
+    key = ("fold", signature, sizes, pp)
+    hit = table.memo.get(key)
+    if hit is not None:
+        return hit
+    bounds = table.bounds(sizes)
+    per_chunk = cum[bounds[1:]] - cum[bounds[:-1]]
+    types: dict[tuple, int] = {}
+    rank_type, rows, first, count, boundaries = [], [], [], [], []
+    for r in range(pp):
+        idx = list(range(r, pp * vpp, pp))
+        row = per_chunk[idx].sum(axis=0)
+        ends = tuple((int(inverse[bounds[k + 1] - 1]), float(table.cut_extra_bytes_per_token[bounds[k + 1] - 1])) for k in idx if bounds[k + 1] > bounds[k])
+        t = types.setdefault((row.tobytes(), ends), len(types))
+        if t == len(rows):
+            rows.append(row)
+            first.append(r)
+            count.append(0)
+            boundaries.append(ends)
+        count[t] += 1
+        rank_type.append(t)
+    counts = np.array(rows)
+    used = tuple(tuple(int(j) for j in np.flatnonzero(row)) for row in counts)
+    hit = table.memo[key] = _Fold(tuple(rank_type), tuple(first), tuple(count), counts, used, tuple(boundaries))
+    return hit
+
+
 def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:
-    """Per-rank sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
+    """Per-rank-type sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
     present, inverse, cum = table.key_prefix(signature, lambda: layer_keys(table, cfg))
     matrix, work, largest, out = _key_costs(table, present, local)
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
-    bounds = table.bounds(sizes)
-    counts = (cum[bounds[1:]] - cum[bounds[:-1]]).reshape(cfg.vpp, cfg.pp, len(present)).sum(axis=0)
-    sums = counts @ matrix
-    used = counts > 0
-    last_layer = np.maximum(bounds[1:] - 1, 0)
-    last = inverse[last_layer].reshape(cfg.vpp, cfg.pp)
-    spanning = table.cut_extra_bytes_per_token[last_layer].reshape(cfg.vpp, cfg.pp) * local("none").tokens
+    fold = _fold(table, signature, sizes, cfg.pp, cfg.vpp, inverse, cum)
+    sums = (fold.counts @ matrix).tolist()
+    tokens = local("none").tokens
     n = len(_SUMMED)
-    return Ranks(
-        chunk_bounds=bounds,
-        **{name: sums[:, i] for i, name in enumerate(_SUMMED[:2])},
-        recompute_s=sums[:, 2],
-        exposed_s=sums[:, 3],
-        hidden_s=sums[:, 4],
-        act_bytes=sums[:, 5],
-        params=sums[:, 6],
-        expert_params=sums[:, 7],
-        links={k: sums[:, n + j] for j, k in enumerate(LINKS)},
-        work_bytes=np.where(used, work, 0.0).max(axis=1),
-        largest_layer_params=np.where(used, largest, 0.0).max(axis=1),
-        boundary_bytes=(out[last] + spanning).max(axis=0),
+    types = tuple(
+        RankSums(
+            *row[:n],
+            links=dict(zip(LINKS, row[n:])),
+            work_bytes=max((work[j] for j in used), default=0.0),
+            largest_layer_params=max((largest[j] for j in used), default=0.0),
+            boundary_bytes=max((out[k] + extra * tokens for k, extra in ends), default=0.0),
+        )
+        for row, used, ends in zip(sums, fold.used, fold.boundaries)
     )
+    return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from costmodel import comm
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
-from costmodel.pipeline import p2p_exposed, pipeline_time
-from costmodel.ranks import Ranks, rank_costs
+from costmodel.pipeline import p2p_exposed, pipeline_time_folded
+from costmodel.ranks import Ranks, RankSums, rank_costs
 from costmodel.specs import ParallelConfig
 from costmodel.table import CostTable
 
@@ -44,9 +42,24 @@ class StepEstimate:
     peak_memory_gib: float
     capacity_gib: float
     ranks: Ranks
-    rank_memory_gib: np.ndarray
-    rank_time_s: np.ndarray
-    """Per micro-batch forward + backward + recompute + exposed communication of each rank."""
+    table: CostTable
+    config: ParallelConfig
+
+    @property
+    def rank_time_s(self) -> list[float]:
+        """Per micro-batch forward + backward + recompute + exposed communication of each rank."""
+        slow = self.table.cluster.efficiency.overlap_slowdown
+        return [self.ranks.rank(r).time_s(slow) for r in range(self.config.pp)]
+
+    @property
+    def rank_memory_breakdown_gib(self) -> list[dict[str, float]]:
+        """Memory breakdown of each pipeline rank, GiB."""
+        return [rank_memory(self.table, self.config, self.ranks.rank(r), r) for r in range(self.config.pp)]
+
+    @property
+    def rank_memory_gib(self) -> list[float]:
+        """Peak memory of each pipeline rank, GiB."""
+        return [sum(parts.values()) for parts in self.rank_memory_breakdown_gib]
 
     @property
     def fits(self) -> bool:
@@ -81,51 +94,51 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     m = cfg.num_microbatches
     r = rank_costs(table, cfg, lambda rc: local_config(table, cfg, rc))
     slow = table.cluster.efficiency.overlap_slowdown
-    comm_mb = r.exposed_s + slow * r.hidden_s
-    per_mb = r.fwd_s + r.bwd_s + r.recompute_s + comm_mb
-    pipe_s, bubble_s = pipeline_time(per_mb.tolist(), m, cfg.vpp, cfg.schedule)
-    crit = int(np.argmax(per_mb))
-    pp_link, pp_exposed = _pipeline_comm(table, cfg, r)
-    dp_link, dp_exposed = _data_parallel_comm(table, cfg, r)
-    optimizer_s = float(_optimizer_time(table, cfg, r).max())
+    per_mb = [t.time_s(slow) for t in r.types]
+    total = sum(x * n for x, n in zip(per_mb, r.count))
+    pipe_s, bubble_s = pipeline_time_folded(max(per_mb), total, m, cfg.vpp, cfg.schedule)
+    crit = r.types[per_mb.index(max(per_mb))]
+    pp_link, pp_exposed = _pipeline_comm(table, cfg, r, m)
+    dp_link, dp_exposed = _data_parallel_comm(table, cfg, r, m)
+    optimizer_s = max(_optimizer_time(table, cfg, t) for t in r.types)
     breakdown = {
-        "compute": m * float(r.fwd_s[crit] + r.bwd_s[crit]),
-        "exposed_comm": m * float(comm_mb[crit]) + pp_exposed + dp_exposed,
+        "compute": m * (crit.fwd_s + crit.bwd_s),
+        "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed,
         "pipeline_bubble": bubble_s,
-        "recompute": m * float(r.recompute_s[crit]),
+        "recompute": m * crit.recompute_s,
         "optimizer": optimizer_s,
     }
-    links = {k: m * float(r.links[k][crit]) for k in ("tp", "cp", "ep")}
-    links["pp"], links["dp"] = pp_link, dp_link + m * float(r.links["dp"][crit])
-    memory = _rank_memory(table, cfg, r)
-    totals = sum(memory.values())
-    top = int(np.argmax(totals))
+    links = {k: m * crit.links[k] for k in ("tp", "cp", "ep")}
+    links["pp"], links["dp"] = pp_link, dp_link + m * crit.links["dp"]
+    memories = [rank_memory(table, cfg, t, first) for t, first in zip(r.types, r.first_rank)]
+    peaks = [sum(x.values()) for x in memories]
+    top = peaks.index(max(peaks))
     return StepEstimate(
         step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s,
         model_flops=table.model_flops(cfg.global_batch, cfg.seq_len),
         time_breakdown_s=breakdown,
         link_time_s=links,
-        memory_breakdown_gib={k: float(v[top]) for k, v in memory.items()},
-        peak_memory_gib=float(totals[top]),
+        memory_breakdown_gib=memories[top],
+        peak_memory_gib=peaks[top],
         capacity_gib=table.cluster.gpu.hbm_gib,
         ranks=r,
-        rank_memory_gib=totals,
-        rank_time_s=per_mb,
+        table=table,
+        config=cfg,
     )
 
 
-def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks) -> tuple[float, float]:
+def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> tuple[float, float]:
     """Activation send/receive between stages: b·s·h per micro-batch each way, ÷t with SP or
     Megatron's scatter/gather optimisation (Narayanan et al. 2021 §4.1). Neighbouring pipeline ranks
     are ``tp·cp·dp`` ranks apart, so in different nodes once that stride reaches a node."""
     if cfg.pp == 1:
         return 0.0, 0.0
-    nbytes = float(r.boundary_bytes.max()) / (1 if cfg.sp and cfg.tp > 1 else cfg.tp)
+    nbytes = max(t.boundary_bytes for t in r.types) / (1 if cfg.sp and cfg.tp > 1 else cfg.tp)
     across = cfg.tp * cfg.cp * cfg.dp >= table.cluster.gpus_per_node
     one = comm.send_recv(table.cluster, nbytes, across)
     interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1
-    exposed = p2p_exposed(one, cfg.pp, cfg.num_microbatches, cfg.vpp, overlapped=interleaved)
-    return 2 * cfg.num_microbatches * cfg.vpp * one, exposed
+    exposed = p2p_exposed(one, cfg.pp, m, cfg.vpp, overlapped=interleaved)
+    return 2 * m * cfg.vpp * one, exposed
 
 
 def _dp_groups(table: CostTable, cfg: ParallelConfig) -> tuple[comm.Group, comm.Group]:
@@ -137,58 +150,76 @@ def _dp_groups(table: CostTable, cfg: ParallelConfig) -> tuple[comm.Group, comm.
     return dense, expert
 
 
-def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks) -> tuple[float, float]:
+def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> tuple[float, float]:
     """(link, exposed) time of the end-of-step gradient reduction and parameter gather.
 
     ZeRO-0: all-reduce of gradients (2Ψ); ZeRO-1/2: reduce-scatter gradients, all-gather updated
     parameters (same 2Ψ, ZeRO §7); ZeRO-3 communicates per layer instead (``costmodel.local``). With
     ``overlap_grad_reduce`` the reduction hides behind the last micro-batch's backward except the last
     bucket; with ``overlap_param_gather`` the gather hides behind the next step's first forward. A
-    rank r stages later in the pipeline finishes its backward earlier, which gives it slack.
+    rank r stages later in the pipeline finishes its backward earlier, which gives it slack (a type's
+    first rank has the least).
     """
     if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
         return 0.0, 0.0
-    cluster = table.cluster
-    dense_g, expert_g = _dp_groups(table, cfg)
-    dense, expert = r.params - r.expert_params, r.expert_params
-    per_step = 1 if cfg.zero < 2 else cfg.num_microbatches
-    reduce = comm.all_reduce if cfg.zero == 0 else comm.reduce_scatter
-    red = per_step * (reduce(cluster, dense_g, dense * cfg.grad_reduce_bytes) + reduce(cluster, expert_g, expert * cfg.grad_reduce_bytes))
-    gather = 0.0 * red
-    if cfg.zero:
-        gather = comm.all_gather(cluster, dense_g, dense * cfg.param_bytes) + comm.all_gather(cluster, expert_g, expert * cfg.param_bytes)
-    if cfg.overlap_grad_reduce:
-        bucket = np.minimum(1.0, GRAD_BUCKET_PARAMS / np.maximum(r.params, 1.0))
-        red_exposed = np.maximum(red * bucket, red - r.bwd_s * per_step)
-    else:
+    (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
+    per_step = 1 if cfg.zero < 2 else m
+    link = exposed = 0.0
+    for t, first in zip(r.types, r.first_rank):
+        dense, expert = t.params - t.expert_params, t.expert_params
+        red = per_step * (_affine(dense_red, dense * cfg.grad_reduce_bytes) + _affine(expert_red, expert * cfg.grad_reduce_bytes))
+        gather = _affine(dense_ag, dense * cfg.param_bytes) + _affine(expert_ag, expert * cfg.param_bytes) if cfg.zero else 0.0
         red_exposed = red
-    gather_exposed = np.maximum(0.0, gather - r.fwd_s) if cfg.overlap_param_gather else gather
-    slack = np.arange(cfg.pp) * (r.fwd_s + r.bwd_s) / cfg.vpp
-    exposed = float(np.max(red_exposed + gather_exposed - slack))
-    return float(np.max(red + gather)), max(0.0, exposed)
+        if cfg.overlap_grad_reduce:
+            bucket = min(1.0, GRAD_BUCKET_PARAMS / max(t.params, 1.0))
+            red_exposed = max(red * bucket, red - t.bwd_s * per_step)
+        gather_exposed = max(0.0, gather - t.fwd_s) if cfg.overlap_param_gather else gather
+        slack = first * (t.fwd_s + t.bwd_s) / cfg.vpp
+        exposed = max(exposed, red_exposed + gather_exposed - slack)
+        link = max(link, red + gather)
+    return link, exposed
 
 
-def _optimizer_time(table: CostTable, cfg: ParallelConfig, r: Ranks) -> np.ndarray:
-    """Adam over the parameters each GPU updates (its shard under ZeRO ≥ 1): memory-bound."""
+def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple, tuple]:
+    """Affine coefficients of the gradient reduction and the parameter gather, dense and expert
+    (memoised per layout): all-reduce for ZeRO-0, reduce-scatter otherwise."""
+    key = ("dp", cfg.tp, cfg.cp, cfg.dp, cfg.ep, cfg.zero)
+    hit = table.memo.get(key)
+    if hit is None:
+        dense_g, expert_g = _dp_groups(table, cfg)
+        passes = 2 if cfg.zero == 0 else 1
+        reduce = (comm.affine(table.cluster, dense_g, passes), comm.affine(table.cluster, expert_g, passes))
+        gather = (comm.affine(table.cluster, dense_g, 1), comm.affine(table.cluster, expert_g, 1))
+        hit = table.memo[key] = (reduce, gather)
+    return hit
+
+
+def _affine(coefficients: tuple[float, float], nbytes: float) -> float:
+    latency, per_byte = coefficients
+    return latency + per_byte * nbytes if nbytes > 0 else 0.0
+
+
+def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
+    """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1): memory-bound."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
-    local = (r.params - r.expert_params) / shard_dense + r.expert_params / shard_expert
+    local = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
     return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6
 
 
-def _rank_memory(table: CostTable, cfg: ParallelConfig, r: Ranks) -> dict[str, np.ndarray]:
-    """Memory of every pipeline rank in GiB: model states (dense and expert parts sharded over their
-    groups), activations of the in-flight micro-batches plus the largest transient, buffers."""
+def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
+    """Memory of pipeline rank ``rank`` holding ``t`` in GiB: model states (dense and expert parts
+    sharded over their groups), activations of the in-flight micro-batches plus the largest
+    transient, buffers."""
     dense_shard = cfg.dp * cfg.cp
-    expert_shard = max(1, dense_shard // cfg.ep)
     sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    d = model_state_bytes(r.params - r.expert_params, dense_shard, cfg.zero, *sizes)
-    e = model_state_bytes(r.expert_params, expert_shard, cfg.zero, *sizes)
-    flight = np.array([in_flight_microbatches(cfg.schedule, i, cfg.pp, cfg.vpp, cfg.num_microbatches) for i in range(cfg.pp)])
-    acts = flight * r.act_bytes + r.work_bytes
-    buffers = _buffer_bytes(cfg, r) + FRAGMENTATION * acts
+    d = model_state_bytes(t.params - t.expert_params, dense_shard, cfg.zero, *sizes)
+    e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), cfg.zero, *sizes)
+    flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
+    acts = flight * t.act_bytes + t.work_bytes
+    buffers = _buffer_bytes(cfg, t) + FRAGMENTATION * acts
     return {
         "params": (d[0] + e[0]) / GIB,
         "grads": (d[1] + e[1]) / GIB,
@@ -198,11 +229,11 @@ def _rank_memory(table: CostTable, cfg: ParallelConfig, r: Ranks) -> dict[str, n
     }
 
 
-def _buffer_bytes(cfg: ParallelConfig, r: Ranks) -> np.ndarray:
+def _buffer_bytes(cfg: ParallelConfig, t: RankSums) -> float:
     """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled), and
     the SP all-gather workspace of one b·s·h activation."""
-    p2p = 4 * r.boundary_bytes if cfg.pp > 1 else 0.0 * r.boundary_bytes
-    zero3 = 2 * cfg.param_bytes * r.largest_layer_params if cfg.zero == 3 else 0.0
-    sp = r.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
+    p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
+    zero3 = 2 * cfg.param_bytes * t.largest_layer_params if cfg.zero == 3 else 0.0
+    sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     return p2p + zero3 + sp

@@ -22,7 +22,7 @@ from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
 from search.bounds import bound_s, memory_bound_gib
-from search.refine import refine
+from search.refine import refine, refine_work
 from search.space import Option, meshes, options
 from search.targets import rules_for
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
@@ -32,8 +32,9 @@ Progress = Callable[[int, int], None]
 UNIFORM_MODES = ("none", "selective", "full")
 NEAREST_MISS_TRIES = 16
 """Options evaluated to name the nearest miss when every option is over memory."""
-REFINE_LIMIT = 32
-"""Options refined without a time limit (a time limit refines until it expires instead)."""
+REFINE_WORK_LIMIT = 30_000
+"""Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
+the same inputs give the same plan; a time limit refines until it expires instead)."""
 
 
 def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, progress: Progress | None = None) -> SearchResult:
@@ -103,21 +104,22 @@ def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
 
 def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, deadline: float | None) -> tuple[list[float], int]:
     """Refine opened options, most promising first (fastest uniform plan), while their bound says
-    they can still win; without a time limit at most ``REFINE_LIMIT`` of them. Return the bounds left
+    they can still win; without a time limit within ``REFINE_WORK_LIMIT``. Return the bounds left
     open (not closed by an exhaustive refinement) and how many refinements ran."""
     rules = rules_for(req.target)
-    open_bounds, count = [], 0
+    open_bounds, count, work = [], 0, 0
     if not req.nonuniform:
         return [b for b, _, _ in opened if b < pool.best_s()], 0
     for bound, base, _ in opened:
         if pool.best_s() <= bound:
             continue
         out_of_time = deadline is not None and time.perf_counter() > deadline
-        if out_of_time or (deadline is None and count >= REFINE_LIMIT):
+        if out_of_time or (deadline is None and work >= REFINE_WORK_LIMIT):
             open_bounds.append(bound)
             continue
         candidates, exhaustive = refine(table, base, rules)
         count += 1
+        work += refine_work(table, base)
         for cfg in candidates:
             pool.add(Candidate(cfg, estimate_step(table, cfg)))
         if not exhaustive:

@@ -8,7 +8,7 @@ import math
 from costmodel.specs import ParallelConfig
 from costmodel.table import CostTable
 from search.stage_model import group_costs
-from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
+from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
 from search.targets import TargetRules
 
 KEEP = 3
@@ -23,16 +23,35 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules) -> tuple[
     balanced = table.default_split(base.pp * base.vpp)
     mode_sets = [None] if rules.recompute == "per_layer" else [(0,), (1,), (2,)]
     plans: list[StagePlan] = []
+    limit = None if _few_splits(table, base) else KEEP
     for modes in mode_sets:
         if base.vpp == 1:
-            plans += split_one_chunk(table, base, stage_evaluator(table, base, gc, modes), balanced)[:KEEP]
+            plans += split_one_chunk(table, base, stage_evaluator(table, base, gc, modes), balanced)[:limit]
         else:
-            plans += split_interleaved(table, base, gc, modes, balanced)[:KEEP]
+            plans += split_interleaved(table, base, gc, modes, balanced)[:limit]
     plans.sort(key=lambda p: p.objective_s)
-    configs = [_config(base, p) for p in plans[:KEEP]]
-    if rules.recompute == "block" and plans:
-        configs += _block_variants(base, plans[0].sizes, table)
+    keep = plans[:limit]
+    configs = [_config(base, p) for p in keep]
+    if rules.recompute == "block":
+        for sizes in dict.fromkeys(p.sizes for p in keep):
+            configs += _block_variants(base, sizes, table)
     return configs, _exhaustive(table, base)
+
+
+def refine_work(table: CostTable, base: ParallelConfig) -> int:
+    """Stage evaluations :func:`refine` spends on ``base`` (its share of the refinement budget)."""
+    n, chunks = len(table.layer_group), base.pp * base.vpp
+    if _few_splits(table, base):
+        return math.comb(n - 1, chunks - 1) * chunks
+    if base.vpp > 1:
+        return (1 + 2 * 2) * base.pp
+    span = n if n <= FULL_RANGE_LAYERS else 2 * WINDOW + 1
+    return base.pp * span * span
+
+
+def _few_splits(table: CostTable, base: ParallelConfig) -> bool:
+    n, chunks = len(table.layer_group), base.pp * base.vpp
+    return math.comb(n - 1, chunks - 1) <= SMALL_SPLITS
 
 
 def _config(base: ParallelConfig, plan: StagePlan) -> ParallelConfig:

@@ -28,6 +28,8 @@ FULL_RANGE_LAYERS = 40
 WINDOW = 4
 """Boundary window (layers either side of the balanced split) for longer models."""
 MAX_ENUMERATED_SPLITS = 3000
+SMALL_SPLITS = 64
+"""Splits few enough to hand every one to the cost model (vpp = 1)."""
 FRONT_LIMIT = 8
 
 
@@ -83,8 +85,12 @@ def _windows(n: int, chunks: int, balanced: tuple[int, ...]) -> list[range]:
 
 
 def split_one_chunk(table: CostTable, cfg: ParallelConfig, f: StageFn, balanced: tuple[int, ...]) -> list[StagePlan]:
-    """Best splits for vpp = 1 by the Pareto dynamic program (best objective first)."""
+    """Best splits for vpp = 1, best objective first: every split when there are at most
+    ``SMALL_SPLITS`` (the cost model then ranks them on what the objective leaves out: gradient
+    reduction, optimizer and pipeline transfers per rank), else the Pareto dynamic program."""
     n, p, m = len(table.layer_group), cfg.pp, cfg.num_microbatches
+    if math.comb(n - 1, p - 1) <= SMALL_SPLITS:
+        return _every_split(table, f, n, p, m)
     windows = _windows(n, p, balanced) + [range(n, n + 1)]
     # front[s][start]: entries (max, sum, end, choice, next entry) for stages s.. covering start..n-1
     front: list[dict[int, list]] = [dict() for _ in range(p + 1)]
@@ -103,6 +109,19 @@ def split_one_chunk(table: CostTable, cfg: ParallelConfig, f: StageFn, balanced:
             if entries:
                 front[s][start] = _pareto(entries)
     return sorted((_unwind(table, e, m) for e in front[0].get(0, [])), key=lambda x: x.objective_s)
+
+
+def _every_split(table: CostTable, f: StageFn, n: int, p: int, m: int) -> list[StagePlan]:
+    plans = []
+    for cut in itertools.combinations(range(1, n), p - 1):
+        bounds = (0,) + cut + (n,)
+        stages = [f(s, a, b) for s, (a, b) in enumerate(zip(bounds, bounds[1:]))]
+        if any(x is None for x in stages):
+            continue
+        times = [x[0] for x in stages]
+        layers = [c for (a, b), x in zip(zip(bounds, bounds[1:]), stages) for c in _assign(table, range(a, b), x[1])]
+        plans.append(StagePlan(tuple(b - a for a, b in zip(bounds, bounds[1:])), tuple(layers), (m - 1) * max(times) + sum(times)))
+    return sorted(plans, key=lambda x: x.objective_s)
 
 
 def _pareto(entries: list) -> list:

@@ -75,11 +75,8 @@ def what_if(plan: Plan, model: ModelSpec) -> WhatIf:
 
 def rank_memory(table, cfg: ParallelConfig, step: StepEstimate) -> list[dict[str, float]]:
     """Per-rank memory breakdown, from the cost model's own per-rank accounting
-    (``costmodel.step._rank_memory``, the function behind ``memory_breakdown_gib``)."""
-    from costmodel.step import _rank_memory
-
-    parts = _rank_memory(table, cfg, step.ranks)
-    return [{k: float(parts[k][i]) for k in MEMORY_PARTS} for i in range(cfg.pp)]
+    (``StepEstimate.rank_memory_breakdown_gib``, behind ``memory_breakdown_gib``)."""
+    return [{k: float(parts[k]) for k in MEMORY_PARTS} for parts in step.rank_memory_breakdown_gib]
 
 
 def _breakdown(step: StepEstimate) -> Breakdown:
