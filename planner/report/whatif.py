@@ -69,11 +69,11 @@ def what_if(plan: Plan, model: ModelSpec) -> WhatIf:
     table = build_cost_table(model, plan.cluster)
     step = estimate_step(table, cfg)
     alts = [_breakdown(estimate_step(table, ParallelConfig(**a.config))) for a in plan.alternatives]
-    return WhatIf(available=True, rank_memory_gib=rank_memory(table, cfg, step), baseline_step_s=step.step_time_s,
+    return WhatIf(available=True, rank_memory_gib=rank_memory(step), baseline_step_s=step.step_time_s,
                   alternatives=alts, scenarios=scenarios(plan, model, step))
 
 
-def rank_memory(table, cfg: ParallelConfig, step: StepEstimate) -> list[dict[str, float]]:
+def rank_memory(step: StepEstimate) -> list[dict[str, float]]:
     """Per-rank memory breakdown, from the cost model's own per-rank accounting
     (``StepEstimate.rank_memory_breakdown_gib``, behind ``memory_breakdown_gib``)."""
     return [{k: float(parts[k]) for k in MEMORY_PARTS} for parts in step.rank_memory_breakdown_gib]
