@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from planner.estimator import EstimateResult
     from planner.schema import Plan
 
-__all__ = ["estimate", "estimate_plan", "load_plan", "InputError", "NoFeasiblePlanError"]
+__all__ = ["estimate", "plan", "estimate_plan", "load_plan", "InputError", "NoFeasiblePlanError"]
 
 
 def estimate(**kwargs: Any) -> EstimateResult:
@@ -24,6 +24,13 @@ def estimate(**kwargs: Any) -> EstimateResult:
     from planner.estimator import estimate as _estimate
 
     return _estimate(**kwargs)
+
+
+def plan(**kwargs: Any) -> Plan:
+    """Search the fastest plan that fits; see :func:`planner.plans.plan`."""
+    from planner.plans import plan as _plan
+
+    return _plan(**kwargs)
 
 
 def estimate_plan(path: str) -> EstimateResult:

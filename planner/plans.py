@@ -49,7 +49,7 @@ def plan(
     built = build_plan(model, model_spec, cluster_spec, req, result, timing, trace)
     from planner.validate import plan_problems
 
-    problems = plan_problems(built)
+    problems = plan_problems(built, model_spec)
     if problems:
         raise RuntimeError("the search produced an invalid plan: " + "; ".join(problems))
     return built

@@ -112,9 +112,9 @@ def _best_ilp(gc, counts, budget, movable) -> tuple[float, np.ndarray] | None:
 
     prob = pulp.LpProblem("rank_recompute", pulp.LpMinimize)
     # Variables: layers of each group taking each option; whether a group has any full recompute.
-    x = {(g, c): pulp.LpVariable(f"x_{g}_{c}", 0, int(counts[g]), cat="Integer") for g in movable for c in (NONE, SELECTIVE, FULL)}
-    any_full = {g: pulp.LpVariable(f"full_{g}", cat="Binary") for g in movable}
-    work = pulp.LpVariable("work", 0)
+    x = {(g, c): prob.add_variable(f"x_{g}_{c}", 0, int(counts[g]), cat="Integer") for g in movable for c in (NONE, SELECTIVE, FULL)}
+    any_full = {g: prob.add_variable(f"full_{g}", cat="Binary") for g in movable}
+    work = prob.add_variable("work", 0)
     fixed = _fixed_choice(gc, counts)
     for g in movable:
         fixed[g] = 0.0

@@ -21,7 +21,7 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_traced_model_gets_a_valid_plan(name: str, factory) -> None:
     spec = model_from_factory(factory(name))
-    plan = planner.plan(model=spec, cluster="dgx-h100", top_k=1, **CASES[name])
+    plan = planner.plan(model=factory(name), cluster="dgx-h100", top_k=1, **CASES[name])
     assert plan.estimate.fits
     covered = [i for stage in plan.stages for i in stage.layers]
     assert covered == list(range(len(spec.layers)))
