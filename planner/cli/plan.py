@@ -1,0 +1,182 @@
+"""``meshplan plan``: search the fastest plan that fits and write the plan JSON.
+
+The plan file is written atomically (a temporary file in the same directory, then a rename), and only
+once the search has produced a plan that the validator accepts: on any error, and when nothing fits
+(exit 3, the nearest miss on one stderr line), no file is written. stdout carries the summary, or the
+plan JSON alone with ``--json``; progress goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int
+
+_EXAMPLES = """\
+  meshplan plan --model gpt3-175b --cluster dgx-a100 --gpus 1024 \\
+      --global-batch 1536 --seq-len 2048 --target megatron -o plan.json
+  meshplan plan --model llama3.1-8b --cluster dgx-h100 --gpus 64 \\
+      --global-batch 512 --seq-len 8192 --json > plan.json
+  meshplan plan --model path/to/config.json --cluster my_cluster.json --gpus 16 \\
+      --global-batch 64 --seq-len 4096 --time-limit 10 --top-k 5 -o plan.json"""
+
+_DESCRIPTION = """\
+Search data, tensor (with or without sequence), pipeline (non-uniform stage splits, interleaving,
+schedules), context and expert parallelism, ZeRO sharding, per-layer recomputation and micro-batch
+size for the fastest step that fits in memory, as the target engine can express it. The plan records
+the top-k runners-up, why each lost, and how sure the search is (status, optimality gap).
+MODEL is a preset name (meshplan list models), a Hugging Face config.json, or
+path/to/file.py:factory / package.module:factory returning a torch.nn.Module.
+CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
+
+PROGRESS_AFTER_S = 1.0
+"""Searches shorter than this show no progress display."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``plan`` subcommand."""
+    parser = add_subparser(subparsers, "plan", "search the fastest plan that fits and write it", _DESCRIPTION, _EXAMPLES)
+    what = parser.add_argument_group("model, hardware and batch")
+    what.add_argument("--model", metavar="M", required=True, help="preset, config.json or module factory")
+    what.add_argument("--trace", action="store_true", help="build a config.json model with transformers on the meta device and trace it")
+    what.add_argument("--cluster", metavar="C", required=True, help="cluster preset or JSON file")
+    what.add_argument("--gpus", metavar="N", type=positive_int, required=True, help="number of GPUs")
+    what.add_argument("--global-batch", metavar="B", type=positive_int, required=True, help="sequences per optimizer step")
+    what.add_argument("--seq-len", metavar="S", type=positive_int, required=True, help="tokens per sequence")
+    how = parser.add_argument_group("search")
+    how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native",
+                     help="restrict the plan to what this engine can express (default native: everything)")
+    how.add_argument("--top-k", metavar="K", type=_non_negative_int, default=3, help="runners-up to record (default 3)")
+    how.add_argument("--time-limit", metavar="SEC", type=_positive_float,
+                     help="stop after SEC seconds with the best plan so far and its optimality gap")
+    out = parser.add_argument_group("output")
+    out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")
+    out.add_argument("--json", action="store_true", help="print the plan JSON on stdout instead of the summary")
+    out.add_argument("--timing", action="store_true",
+                     help="record the search wall time in the plan (plans are otherwise byte-identical for the same inputs)")
+    parser.set_defaults(run=run)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got '{text}'") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got '{text}'")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got '{text}'") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got '{text}'")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    """Search, validate (inside ``planner.plan``), write and summarise; errors leave for ``main``."""
+    if args.output is not None and args.output != "-":
+        _check_writable(Path(args.output))
+    from planner.plans import plan as make_plan  # deferred: the search is not needed for --help
+
+    progress = SearchProgress()
+    try:
+        plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
+                         seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
+                         timing=args.timing, trace=args.trace, progress=progress)
+    finally:
+        progress.close()
+    print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)
+    text = plan.to_json()
+    if args.output is not None and args.output != "-":
+        write_atomically(Path(args.output), text)
+        print(f"meshplan: wrote {args.output}", file=sys.stderr)
+    if args.json or args.output == "-":
+        sys.stdout.write(text)
+    else:
+        sys.stdout.write(summary_text(plan))
+    return EXIT_OK
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse an output path that cannot be written before spending time on the search."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"plan: -o {path} is a directory (give a file name such as {path / 'plan.json'})")
+    if not parent.is_dir():
+        raise UsageError(f"plan: cannot write {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"plan: cannot write {path}: directory {parent} is not writable")
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``: readers see
+    the old file or the new one, never a partial plan; on failure nothing is left behind."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def summary_text(plan: Any) -> str:
+    """A few lines for a person: the plan, its predicted speed and memory, the search facts."""
+    from planner.plans import summary
+
+    est, s, search = plan.estimate, plan.schedule, plan.search
+    sizes = [len(st.layers) for st in plan.stages]
+    gap = f", gap {search.optimality_gap:.2%}" if search.optimality_gap else ""
+    lines = [
+        f"plan ({plan.request.target}): {summary(plan.config)}",
+        f"step {est.step_time_s:.4g} s | {est.tokens_per_s:,.0f} tokens/s | MFU {est.mfu:.1%} | "
+        f"{est.peak_memory_gib:.1f} of {est.memory_capacity_gib:.1f} GiB per GPU",
+        f"pipeline: {len(sizes)} chunk{'s' if len(sizes) != 1 else ''} of {sizes} layers, "
+        f"{s.num_microbatches} micro-batch{'es' if s.num_microbatches != 1 else ''} of {s.micro_batch}",
+        f"search: {search.status}{gap}, {search.candidates_evaluated:,} evaluated, "
+        f"{search.candidates_pruned:,} pruned, {search.solver}",
+    ]
+    lines += [f"  alternative {a.rank}: {a.summary}: {a.why_lost}" for a in plan.alternatives]
+    return "\n".join(lines) + "\n"
+
+
+class SearchProgress:
+    """Progress callback for ``planner.plan``: a transient rich bar on a terminal's stderr, shown
+    only once the search has run for ``PROGRESS_AFTER_S``."""
+
+    def __init__(self) -> None:
+        self.start = time.perf_counter()
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            if time.perf_counter() - self.start < PROGRESS_AFTER_S or not sys.stderr.isatty():
+                return
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._bar = Progress(console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("searching mesh options", total=total)
+        self._bar.update(self._task, completed=done, total=total)
+
+    def close(self) -> None:
+        """Remove the bar, if one was shown."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

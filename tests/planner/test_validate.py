@@ -1,0 +1,134 @@
+"""The plan validator: a valid plan passes, and each rule catches the plan that breaks it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from costmodel.specs import ParallelConfig
+from costmodel.step import estimate_step
+from costmodel.table import build_cost_table
+from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.plans import build_plan
+from planner.schema import Plan
+from planner.validate import plan_problems, target_problems
+from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+
+BASE = dict(tp=2, pp=2, dp=2, sp=True, zero=1, global_batch=16, seq_len=4096)
+MODEL = "llama3.1-8b"  # 35 layers: embedding, 32 blocks, final norm, head
+
+
+def make(target: str = "native", model: str = MODEL, **changes: Any) -> Plan:
+    """The plan the search would write for a fixed configuration."""
+    spec, hw = resolve_model_arg(model), resolve_cluster_arg("dgx-h100")
+    cfg = ParallelConfig(**{**BASE, **changes})
+    table = build_cost_table(spec, hw)
+    req = SearchRequest(gpus=cfg.num_gpus, global_batch=cfg.global_batch, seq_len=cfg.seq_len, target=target)  # type: ignore[arg-type]
+    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
+    return build_plan(model, spec, hw, req, SearchResult(Candidate(cfg, estimate_step(table, cfg)), (), stats), False)
+
+
+def edit(obj: Any, **update: Any) -> Any:
+    return obj.model_copy(update=update)
+
+
+def one_problem_with(plan: Plan, fragment: str) -> list[str]:
+    problems = plan_problems(plan)
+    assert any(fragment in p for p in problems), problems
+    return problems
+
+
+def test_valid_plans_have_no_problems() -> None:
+    assert plan_problems(make()) == []
+    assert plan_problems(make(pp=4, dp=1, vpp=2, schedule="interleaved-1f1b", global_batch=8)) == []
+    assert plan_problems(make(stage_layers=(10, 25), recompute="selective"), resolve_model_arg(MODEL)) == []
+
+
+def test_degrees_must_multiply_to_the_gpu_count() -> None:
+    plan = make()
+    one_problem_with(edit(plan, request=edit(plan.request, gpus=16)), "dp 2 x tp 2 x pp 2 x cp 1 = 8 != 16 GPUs")
+    one_problem_with(edit(plan, mesh=edit(plan.mesh, dp=4)), "mesh.dp is 4 but the configuration says 2")
+
+
+def test_every_layer_in_exactly_one_stage_in_order() -> None:
+    plan = make()
+    first, second = plan.stages
+    dropped = edit(second, layers=second.layers[:-1], layer_recompute=second.layer_recompute[:-1])
+    one_problem_with(edit(plan, stages=[first, dropped]), "the stages cover layers 0..33, but the model has 35 layers")
+    overlap = edit(second, layers=[16, *second.layers], layer_recompute=["none", *second.layer_recompute])
+    one_problem_with(edit(plan, stages=[first, overlap]), "stage 1 holds layers 16..34; it must start at layer 17")
+    one_problem_with(edit(plan, stages=[second, first]), "stage 0 is labelled index 1")
+    one_problem_with(edit(plan, stages=[first]), "1 stages, expected pp 2 x vpp 1 = 2")
+
+
+def test_stage_split_and_recompute_match_the_configuration() -> None:
+    plan = make()
+    first, second = plan.stages
+    one_problem_with(edit(plan, stages=[edit(first, layer_recompute=first.layer_recompute[:-1]), second]),
+                     "stage 0 has 16 layer_recompute entries for 17 layers")
+    full = ["full"] * len(first.layers)
+    one_problem_with(edit(plan, stages=[edit(first, layer_recompute=full), second]), "stage 0 recomputes")
+    modes = ("full",) + ("none",) * 34
+    one_problem_with(make(layer_recompute=modes), "layers [0] (embedding) cannot recompute but are marked full")
+
+
+def test_batch_divisibility() -> None:
+    plan = make()
+    one_problem_with(edit(plan, schedule=edit(plan.schedule, num_microbatches=3)), "micro-batch 1 x dp 2 x 3 micro-batches = 6 != global batch 16")
+
+
+def test_interleaving_rules() -> None:
+    plan = make()
+    bad = edit(plan, config=edit(plan.config, vpp=2), schedule=edit(plan.schedule, virtual_stages=2))
+    one_problem_with(bad, "schedule 1f1b with vpp 2")
+    odd = make(pp=4, dp=1, vpp=2, schedule="interleaved-1f1b", global_batch=6)
+    one_problem_with(odd, "6 micro-batches are not a multiple of pp 4")
+
+
+def test_memory_must_fit_and_the_stored_estimate_must_be_the_re_estimate() -> None:
+    one_problem_with(make(tp=1, pp=1, dp=1, sp=False, zero=0, global_batch=2), "over the 79.")  # 8B on one H100
+    plan = make()
+    one_problem_with(edit(plan, estimate=edit(plan.estimate, step_time_s=plan.estimate.step_time_s * 1.001)),
+                     "stored estimate step_time_s")
+    one_problem_with(edit(plan, stages=[edit(plan.stages[0], memory_gib=1.0), plan.stages[1]]), "stage 0 time/memory differ")
+    assert plan_problems(edit(plan, estimate=edit(plan.estimate, step_time_s=plan.estimate.step_time_s * (1 + 1e-12)))) == []
+
+
+def test_schema_version_and_model() -> None:
+    plan = make()
+    one_problem_with(edit(plan, schema_version="0.9"), "schema_version '0.9' is unknown")
+    one_problem_with(edit(plan, model=edit(plan.model, arg="no-such-model")), "cannot resolve the model 'no-such-model'")
+    problems = plan_problems(plan, resolve_model_arg("llama3.1-70b"))
+    assert any("the plan was made for another model" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(("target", "changes", "fragment"), [
+    ("megatron", dict(schedule="gpipe"), "megatron runs 1f1b or interleaved-1f1b, not gpipe"),
+    ("megatron", dict(layer_recompute=("none", "selective") + ("none",) * 33), "megatron recomputes one mode for every layer"),
+    ("deepspeed", dict(zero=2), "deepspeed forbids ZeRO-2 with pipeline parallelism"),
+    ("deepspeed", dict(stage_layers=(10, 25)), "deepspeed takes no explicit stage split"),
+    ("deepspeed", dict(cp=2, dp=1), "deepspeed has no context parallelism"),
+    ("deepspeed", dict(recompute="none", layer_recompute=("none", "full") + ("none",) * 33), "deepspeed takes one activation-checkpointing mode"),
+    ("torchtitan", dict(zero=1), "torchtitan shards with FSDP2 (zero 3) or not at all"),
+    ("torchtitan", dict(schedule="zb-h1"), "torchtitan has no zb-h1 schedule"),
+])
+def test_target_rules(target: str, changes: dict, fragment: str) -> None:
+    one_problem_with(make(target=target, **changes), fragment)
+    assert plan_problems(make(target="native", **changes)) == []
+
+
+def test_megatron_block_recompute_is_the_same_n_in_every_chunk() -> None:
+    spec = resolve_model_arg(MODEL)
+    chunks = ((1, 17), (17, 35))  # default split of pp 2: embedding + 16 blocks | 16 blocks + norm + head
+
+    def first_n(counts: tuple[int, int]) -> tuple[str, ...]:
+        modes = ["none"] * 35
+        for (start, _), n in zip(chunks, counts):
+            modes[start:start + n] = ["full"] * n
+        return tuple(modes)
+
+    cfg = ParallelConfig(**BASE, layer_recompute=first_n((2, 2)))
+    assert target_problems("megatron", cfg, spec) == []
+    assert target_problems("megatron", cfg.model_copy(update={"layer_recompute": first_n((2, 3))}), spec) != []
+    assert plan_problems(make(target="megatron", layer_recompute=first_n((4, 4)))) == []
