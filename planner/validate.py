@@ -217,6 +217,10 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
             out.append(f"torchtitan shards with FSDP2 (zero 3) or not at all (zero 0), not zero {cfg.zero}")
         if cfg.schedule == "zb-h1":
             out.append("torchtitan has no zb-h1 schedule")
+    if cfg.tp_comm_overlap and not (cfg.sp and cfg.tp > 1):
+        out.append("tp communication overlap needs sequence parallelism with tp > 1 (Megatron --tp-comm-overlap requires --sequence-parallel)")
+    if target == "deepspeed" and cfg.tp_comm_overlap:
+        out.append("deepspeed has no tp communication overlap setting")
     if target in ("deepspeed", "torchtitan") and not uniform:
         out.append(f"{target} takes one activation-checkpointing mode for every layer, not a per-layer mix")
     return out

@@ -92,9 +92,11 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
         for ep, sp, zero, mb in itertools.product(eps, (False, True) if tp > 1 else (False,), zeros, mbs):
             m = req.global_batch // (mb * dp)
-            for schedule, vpp in _schedules(model, req, pp, m):
+            overlaps = (False, True) if sp and req.target != "deepspeed" else (False,)
+            for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, micro_batch=mb,
-                           global_batch=req.global_batch, seq_len=req.seq_len, schedule=schedule, attention=attention)
+                           global_batch=req.global_batch, seq_len=req.seq_len, schedule=schedule, attention=attention,
+                           tp_comm_overlap=overlap)
 
 
 def _schedules(model: ModelSpec, req: SearchRequest, pp: int, m: int) -> list[tuple[str, int]]:

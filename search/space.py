@@ -115,6 +115,7 @@ class Option:
     seq_len: int
     schedule: str
     attention: str
+    tp_comm_overlap: bool = False
 
     def __getattr__(self, name: str):
         # Every other ParallelConfig field at its default (recompute, byte sizes, overlap flags).
@@ -141,4 +142,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
         for schedule, vpp in schedules(model, mesh, m, req):
             for sp in ((False, True) if mesh.tp > 1 else (False,)):
                 for zero in zeros:
-                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention)
+                    # Overlapping TP communication never costs more in the model (exposed time
+                    # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
+                    overlap = sp and rules.tp_comm_overlap
+                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap)

@@ -28,13 +28,16 @@ class TargetRules:
     recompute: RecomputePolicy
     explicit_splits: bool
     context_parallel: bool
+    tp_comm_overlap: bool
+    """TP communication may overlap its GEMMs (Megatron ``--tp-comm-overlap``, which needs SP;
+    torchtitan's async TP); DeepSpeed has no such setting."""
 
 
 RULES: dict[str, TargetRules] = {
-    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True),
-    "megatron": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b"), "block", True, True),
-    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True),
-    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False),
+    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, True),
+    "megatron": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b"), "block", True, True, True),
+    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, True),
+    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, False),
 }
 
 
