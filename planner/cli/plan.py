@@ -58,6 +58,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")
     out.add_argument("--json", action="store_true", help="print the plan JSON on stdout instead of the summary")
+    out.add_argument("--report", metavar="FILE", help="also write the report here: .html (one self-contained page) or .md")
     out.add_argument("--timing", action="store_true",
                      help="record the search wall time in the plan (plans are otherwise byte-identical for the same inputs)")
     parser.set_defaults(run=run)
@@ -87,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
     """Search, validate (inside ``planner.plan``), write and summarise; errors leave for ``main``."""
     if args.output is not None and args.output != "-":
         _check_writable(Path(args.output))
+    if args.report is not None:
+        _check_writable(Path(args.report))
+        if Path(args.report).suffix not in (".html", ".htm", ".md"):
+            raise UsageError(f"plan: --report {args.report} must end in .html or .md (the report's format)")
     from planner.plans import plan as make_plan  # deferred: the search is not needed for --help
 
     progress = SearchProgress()
@@ -101,6 +106,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output is not None and args.output != "-":
         write_atomically(Path(args.output), text)
         print(f"meshplan: wrote {args.output}", file=sys.stderr)
+    if args.report is not None:
+        fmt = "md" if args.report.endswith(".md") else "html"
+        write_atomically(Path(args.report), plan.report(format=fmt))
+        print(f"meshplan: wrote {args.report}", file=sys.stderr)
     if args.json or args.output == "-":
         sys.stdout.write(text)
     else:
@@ -128,6 +137,9 @@ def write_atomically(path: Path, text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions of a new file
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
