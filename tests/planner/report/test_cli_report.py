@@ -49,3 +49,12 @@ def test_errors_are_one_line_exit_2(tmp_path: Path, plan_file: Path) -> None:
     assert missing.returncode == 2 and missing.stderr.startswith("meshplan: error: cannot read plan") and len(missing.stderr.splitlines()) == 1
     bad = meshplan("report", str(plan_file), "-o", str(tmp_path / "r.pdf"))
     assert bad.returncode == 2 and "cannot tell the format" in bad.stderr
+
+
+def test_plan_writes_the_report_beside_the_plan(tmp_path: Path) -> None:
+    plan, report = tmp_path / "plan.json", tmp_path / "plan.html"
+    proc = meshplan("plan", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "32",
+                    "--seq-len", "2048", "--target", "megatron", "-o", str(plan), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    assert plan.exists() and report.read_text().startswith("<!DOCTYPE html>")
+    assert "pretrain_gpt.py" in report.read_text()
