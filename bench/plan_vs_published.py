@@ -27,6 +27,17 @@ from search.core import search_plan  # noqa: E402
 from search.types import SearchRequest  # noqa: E402
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_runs.csv"
+EXPERT_CONFIGS = [
+    # (label, model, cluster, configuration as experts publish it); compared only, never fitted to.
+    ("Llama 3.1 405B, Llama 3 paper layout", "llama3.1-405b", "dgx-h100",
+     dict(tp=8, pp=16, dp=128, sp=True, zero=1, tp_comm_overlap=True, global_batch=2048, seq_len=8192)),
+    ("GPT-3 175B, Megatron-LM example script", "gpt3-175b", "dgx-a100",
+     dict(tp=8, pp=16, dp=8, sp=True, zero=1, global_batch=1536, seq_len=2048)),
+    ("Llama 3.1 70B, torchtitan TP8 + FSDP", "llama3.1-70b", "dgx-h100",
+     dict(tp=8, dp=8, sp=True, zero=3, recompute="full", micro_batch=2, global_batch=512, seq_len=8192)),
+    ("Mixtral 8x7B, EP8 + distributed optimizer", "mixtral-8x7b", "dgx-h100",
+     dict(tp=1, dp=256, ep=8, zero=1, recompute="full", global_batch=1024, seq_len=4096)),
+]
 
 
 def main(argv: list[str]) -> int:
@@ -62,12 +73,34 @@ def main(argv: list[str]) -> int:
             worse.append(run.label)
         print(f"{run.label:<44} {shape:<30} {published.step_time_s:>8.3f} {result.best.step_time_s:>8.3f} {ratio:>6.3f} "
               f"{took:>8.1f}  {summary(result.best.config)}", flush=True)
+    worse += _expert_configs(args.target, args.time_limit)
     geo = math.exp(sum(map(math.log, ratios)) / len(ratios)) if ratios else float("nan")
     print(f"\n{len(ratios)} runs planned ({len(skipped)} rows skipped: no published configuration or throughput); "
           f"geometric mean ratio {geo:.3f}; worst {max(ratios, default=float('nan')):.3f}")
     print(f"plan slower than the published configuration (or none fits): {len(worse)}" + "".join(f"\n  {x}" for x in worse))
     print(f"plans failing validation: {len(invalid)}" + "".join(f"\n  {x}" for x in invalid))
     return 0
+
+
+def _expert_configs(target: str, time_limit: float | None) -> list[str]:
+    """The same comparison for well-known expert configurations that are not in the shared file."""
+    from costmodel.specs import ParallelConfig
+    from planner.inputs import resolve_cluster_arg, resolve_model_arg
+
+    print("\nexpert configurations (not in the shared file):")
+    worse = []
+    for label, model_name, cluster_name, settings in EXPERT_CONFIGS:
+        model, cluster = resolve_model_arg(model_name), resolve_cluster_arg(cluster_name)
+        cfg = ParallelConfig(**settings)
+        expert = estimate_step(build_cost_table(model, cluster), cfg)
+        req = SearchRequest(gpus=cfg.num_gpus, global_batch=cfg.global_batch, seq_len=cfg.seq_len, target=target, time_limit_s=time_limit)  # type: ignore[arg-type]
+        best = search_plan(model, cluster, req).best
+        ratio = best.step_time_s / expert.step_time_s if best else float("inf")
+        fits = "" if expert.fits else " (expert config over memory in the model)"
+        print(f"  {label:<44} expert {expert.step_time_s:8.3f} s  plan {best.step_time_s if best else float('nan'):8.3f} s  ratio {ratio:.3f}{fits}")
+        if ratio > 1 + 1e-9:
+            worse.append(label)
+    return worse
 
 
 if __name__ == "__main__":
