@@ -199,6 +199,8 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
     out = []
     uniform = len({m for m, x in zip(layer_modes(cfg, model), model.layers) if _recomputable(x)}) <= 1
     if target == "megatron":
+        if cfg.pp > 1 and cfg.zero > 1:
+            out.append(f"megatron runs ZeRO-{cfg.zero} (Megatron FSDP) only without pipelining (pp {cfg.pp}; use zero 0 or 1)")
         if cfg.schedule not in ("1f1b", "interleaved-1f1b"):
             out.append(f"megatron runs 1f1b or interleaved-1f1b, not {cfg.schedule}")
         if not uniform and not _block_recompute(cfg, model):
@@ -210,6 +212,8 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
             out.append(f"deepspeed takes no explicit stage split ({list(cfg.stage_layers)} is not the default)")
         if cfg.cp > 1:
             out.append(f"deepspeed has no context parallelism (cp {cfg.cp})")
+        if cfg.sp:
+            out.append("deepspeed has no Megatron-style sequence parallelism setting (sp)")
         if cfg.schedule != "1f1b":
             out.append(f"deepspeed runs 1f1b, not {cfg.schedule}")
     elif target == "torchtitan":
@@ -217,6 +221,8 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
             out.append(f"torchtitan shards with FSDP2 (zero 3) or not at all (zero 0), not zero {cfg.zero}")
         if cfg.schedule == "zb-h1":
             out.append("torchtitan has no zb-h1 schedule")
+        if cfg.tp > 1 and not cfg.sp:
+            out.append("torchtitan applies sequence parallelism with every tp > 1 (sp must be on)")
     if cfg.tp_comm_overlap and not (cfg.sp and cfg.tp > 1):
         out.append("tp communication overlap needs sequence parallelism with tp > 1 (Megatron --tp-comm-overlap requires --sequence-parallel)")
     if target == "deepspeed" and cfg.tp_comm_overlap:

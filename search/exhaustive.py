@@ -47,7 +47,8 @@ MAX_CP = 32
 MAX_MICRO_BATCH = 16
 MODES = ("none", "selective", "full")
 ZERO = {"native": (0, 1, 2, 3), "megatron": (0, 1, 2, 3), "torchtitan": (0, 3), "deepspeed": (0, 1, 2, 3)}
-ZERO_WITH_PP = {**ZERO, "deepspeed": (0, 1)}
+ZERO_WITH_PP = {**ZERO, "deepspeed": (0, 1), "megatron": (0, 1)}
+SP_WITH_TP = {"native": (False, True), "megatron": (False, True), "torchtitan": (True,), "deepspeed": (False,)}
 SCHEDULES = {
     "native": ("1f1b", "gpipe", "zb-h1", "interleaved-1f1b"),
     "megatron": ("1f1b", "interleaved-1f1b"),
@@ -90,7 +91,7 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         zeros = ZERO_WITH_PP[req.target] if pp > 1 else ZERO[req.target]
         allowed = req.micro_batches or tuple(range(1, MAX_MICRO_BATCH + 1))
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
-        for ep, sp, zero, mb in itertools.product(eps, (False, True) if tp > 1 else (False,), zeros, mbs):
+        for ep, sp, zero, mb in itertools.product(eps, SP_WITH_TP[req.target] if tp > 1 else (False,), zeros, mbs):
             m = req.global_batch // (mb * dp)
             overlaps = (False, True) if sp and req.target != "deepspeed" else (False,)
             for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):

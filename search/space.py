@@ -140,7 +140,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     for mb in micro_batches(mesh, req):
         m = req.global_batch // (mb * mesh.dp)
         for schedule, vpp in schedules(model, mesh, m, req):
-            for sp in ((False, True) if mesh.tp > 1 else (False,)):
+            for sp in (rules.sequence_parallel if mesh.tp > 1 else (False,)):
                 for zero in zeros:
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
