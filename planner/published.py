@@ -25,7 +25,7 @@ from profiles import load_cluster
 
 ASSUMPTIONS: dict[str, str] = {
     "narayanan": (
-        "micro-batch 1 where not printed; interleaved 1F1B with 2 virtual stages when layers/pp is "
+        "micro-batch where not printed: 1 with pipelining, else the per-replica batch up to 4; interleaved 1F1B with 2 virtual stages when layers/pp is "
         "even (the paper uses interleaving but prints no v); eager attention (2021, no FlashAttention); "
         "fp32 gradient all-reduce without overlap, no distributed optimizer (2021 Megatron); Table 2 "
         "rows recompute fully (eq. 3 counts it); GPT-3 PTD-P rows split model parallelism 96 as tp 8 x "
@@ -34,7 +34,7 @@ ASSUMPTIONS: dict[str, str] = {
         "(latency-bound rings over hundreds of ranks leave nothing to hide behind)"
     ),
     "megatron": (
-        "micro-batch 1; SP on when tp > 1 (--tp-comm-overlap requires it); distributed optimizer with "
+        "micro-batch 1 with pipelining, else the per-replica batch up to 4; SP on when tp > 1 (--tp-comm-overlap requires it); distributed optimizer with "
         "overlapped grad reduce and param gather (README flags); FlashAttention (Transformer Engine); "
         "no recompute; 1F1B, interleaved with 2 virtual stages when layers/pp is even"
     ),
@@ -117,6 +117,16 @@ def gpt_model(row: dict[str, str], *, gpt_style: bool) -> ModelSpec:
     return ModelSpec(name=row["model"], layers=layers, tied_embeddings=True, max_seq_len=seq, source="published_runs.csv")
 
 
+def _micro_batch(row: dict[str, str], pp: int, dp: int) -> int:
+    """Unstated micro-batch: 1 under pipelining (small micro-batches shrink the bubble; Narayanan et al.
+    2021 eq. 1), else the whole per-replica batch up to 4 sequences (no pipeline to feed, and larger
+    GEMMs and fewer gradient-accumulation steps run faster)."""
+    if pp > 1:
+        return 1
+    per_replica = _int(row, "global_batch") // dp
+    return max(b for b in range(1, min(per_replica, 4) + 1) if per_replica % b == 0)
+
+
 def _vpp(layers: int, pp: int) -> int:
     return 2 if pp > 1 and (layers // pp) % 2 == 0 and layers % pp == 0 else 1
 
@@ -129,7 +139,7 @@ def _narayanan(row: dict[str, str]) -> ParallelConfig:
     zero3 = row["zero_or_fsdp"].startswith("ZeRO-3")
     vpp = 1 if zero3 else _vpp(layers, pp)
     return ParallelConfig(
-        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", 1),
+        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", _micro_batch(row, pp, n // (tp * pp))),
         global_batch=gbs, seq_len=_int(row, "seq_len"), recompute="full", attention="eager",
         zero=3 if zero3 else 0, grad_bytes=2 if zero3 else 4, grad_reduce_bytes=2 if zero3 else 4,
         overlap_grad_reduce=zero3, schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
@@ -141,7 +151,7 @@ def _megatron(row: dict[str, str]) -> ParallelConfig:
     tp, pp, n, layers = _int(row, "tp"), _int(row, "pp"), _int(row, "num_gpus"), _int(row, "layers")
     vpp = _vpp(layers, pp)
     return ParallelConfig(
-        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=1,
+        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=_micro_batch(row, pp, n // (tp * pp)),
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"), recompute="none",
         tp_comm_overlap=tp > 1, schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
     )

@@ -72,11 +72,17 @@ def test_gpu_memory_is_the_vendor_capacity_less_what_the_driver_keeps(name: str)
     assert 0.98 * vendor_gb <= load_gpu(name).hbm_gib <= vendor_gb
 
 
+TRAINING_SHARE_OF_MAMF = 0.87
+"""The one calibrated factor (bench/calibrate.py on the shared published runs) applied to every GPU."""
+
+
 @pytest.mark.parametrize("name", list(MAMF_TFLOPS))
-def test_gemm_max_times_peak_is_the_measured_mamf(name: str) -> None:
+def test_gemm_max_is_the_measured_mamf_times_the_calibrated_share(name: str) -> None:
     gpu = load_gpu(name)
     efficiency = cluster_for_gpu(name).efficiency
-    assert efficiency.gemm_max * gpu.peak_bf16_tflops == pytest.approx(MAMF_TFLOPS[name], rel=0.005)
+    achieved = efficiency.gemm_max * gpu.peak_bf16_tflops
+    assert achieved == pytest.approx(MAMF_TFLOPS[name] * TRAINING_SHARE_OF_MAMF, rel=0.006)
+    assert achieved < MAMF_TFLOPS[name]  # never above what the best-shaped GEMM reaches
 
 
 @pytest.mark.parametrize("cluster", list(MEASURED_INTRA_GBPS))
@@ -123,7 +129,7 @@ def test_efficiencies_are_ordered_sensibly(cluster: str) -> None:
     efficiency = load_cluster(cluster).efficiency
     assert efficiency.attention <= efficiency.gemm_max
     assert 0.5 <= efficiency.intra_node <= 0.9  # ring busbw stays below the wire rate (notes 3.2)
-    assert 0.1 <= efficiency.overlap_slowdown <= 0.2  # Calculon 0.15, Lee et al. 18.9 % (notes 2.7)
+    assert 0.1 <= efficiency.overlap_slowdown <= 0.4  # Lee et al. measure 18.9 % on average, 40 % at most (notes 2.7)
 
 
 def _cited_fields(model: type[GPUSpec] | type[ClusterSpec] | type[EfficiencySpec]) -> set[str]:
