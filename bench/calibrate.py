@@ -1,87 +1,171 @@
 """Fit the few global efficiency knobs of the cost model on the shared published runs.
 
 Usage: python bench/calibrate.py [path/to/published_runs.csv]
-Knobs (applied to every GPU alike, so that GPUs without published runs inherit the physics, not
-row fits): the fraction of each GPU's measured GEMM ceiling (MAMF) reached in training loops, the
-GEMM half-efficiency size, FlashAttention efficiency relative to GEMMs, the HBM efficiency, and the
-compute slowdown under overlapped communication. Coordinate descent on the mean absolute log error
-plus its maximum; prints the fitted values and the resulting errors. The values are then written to
-profiles/gpus.json and profiles/clusters.json by hand, citing this script.
+Environment: CAL_WEIGHT_MAX (default 0.5) weights the largest error against the mean in the objective.
+
+Every knob is the same for every GPU, so that GPUs without published runs inherit the physics, not
+row fits. Per GPU the model only uses *measured kernel ceilings* from public benchmarks (the tables
+below); the knobs say how much of them a training loop gets:
+
+- ``loop``: fraction of a GPU's measured kernel ceilings reached inside a training loop (clocks under
+  sustained load, real shapes, concurrent kernels): ``gemm_max = MAMF x loop`` and
+  ``attention = FlashAttention ceiling x loop``;
+- ``gemm_fixed_us``: fixed time a GEMM kernel costs beyond its FLOPs at the ceiling (ramp-up, tail,
+  epilogue); a time, so each GPU's ``gemm_half_gflop`` (``costmodel.kernels``) is this time at that
+  GPU's GEMM rate: ``gemm_fixed_us x peak x gemm_max``;
+- ``memory``: achieved fraction of HBM bandwidth in memory-bound kernels;
+- ``overlap_slowdown``: compute slowdown while a collective runs concurrently;
+- ``step_fixed_s``: fixed host-side time per step (``costmodel.step.STEP_FIXED_S``).
+
+A coarse exhaustive search, then coordinate descent, on the mean absolute error plus
+CAL_WEIGHT_MAX times its maximum; prints the
+fitted knobs, the resulting errors and the efficiencies to write into profiles/gpus.json and
+profiles/clusters.json (by hand, citing this script). Never fit on runs outside the shared file.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from costmodel.step import estimate_step  # noqa: E402
+from costmodel.specs import ClusterSpec  # noqa: E402
+from costmodel.step import STEP_FIXED_S, estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.published import load_runs  # noqa: E402
+from planner.published import PublishedRun, load_runs  # noqa: E402
+from profiles import list_gpus  # noqa: E402
 
 DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_runs.csv"
-MAMF = {"a100": 0.869, "h100": 0.803}
-"""Maximum Achievable Matmul FLOPS / peak (stas00/ml-engineering compute/accelerator/README.md)."""
-LATENCY_US = {"ll128": (1.9, 4.0), "simple": (3.4, 14.0)}
-"""NCCL per-hop ring latency (intra-node, network) by protocol (NVIDIA/nccl src/graph/tuning.cc)."""
-WEIGHT_MAX = float(__import__("os").environ.get("CAL_WEIGHT_MAX", "0.5"))
-"""Weight of the largest error against the mean in the objective."""
-GRID = {
-    "mamf_scale": [0.70, 0.75, 0.78, 0.81, 0.84, 0.87, 0.90, 0.94, 1.0],
-    "gemm_half_gflop": [0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
-    "attention_ratio": [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
-    "memory": [0.2, 0.25, 0.3, 0.35, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9],
-    "overlap_slowdown": [0.0, 0.1, 0.2, 0.3],
-    "network": [0.7, 0.8, 0.9],
-    "latency": ["ll128", "simple"],
-    "v100_gemm": [0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8],
+MAMF: dict[str, float] = {
+    "v100-sxm2-32gb": 0.803,
+    "a100-40gb": 271.2 / 312,
+    "a100-80gb": 271.2 / 312,
+    "h100-sxm": 794.5 / 989,
+    "h200": 794.5 / 989,
+    "h800": 794.5 / 989,
+    "b200": 1745.0 / 2250,
+    "gb200": 1822.0 / 2500,
+    "mi300x": 668.4 / 1307.4,
+    "mi325x": 784.9 / 1307.4,
 }
-GRID["mamf_scale"] += [0.65, 0.6]
-GRID["gemm_half_gflop"] = [0.05, 0.1] + GRID["gemm_half_gflop"]
-GRID["attention_ratio"] = [0.25, 0.3, 0.35] + GRID["attention_ratio"]
+"""Maximum Achievable Matmul FLOPS / dense peak (stas00/ml-engineering compute/accelerator/README.md,
+costmodel-notes 3.2). V100 has no measurement there: H100's 0.803 is assumed (its runs use eager
+attention, so the assumption only sets the V100 GEMM ceiling)."""
+FLASH: dict[str, float] = {
+    "v100-sxm2-32gb": 0.60 * 0.803,
+    "a100-40gb": 0.50,
+    "a100-80gb": 0.50,
+    "h100-sxm": 484 / 989,
+    "h200": 484 / 989,
+    "h800": 484 / 989,
+    "b200": 484 / 989 * (1745.0 / 2250) / (794.5 / 989),
+    "gb200": 484 / 989 * (1822.0 / 2500) / (794.5 / 989),
+    "mi300x": 484 / 989 * (668.4 / 1307.4) / (794.5 / 989),
+    "mi325x": 484 / 989 * (784.9 / 1307.4) / (794.5 / 989),
+}
+"""FlashAttention ceiling / dense peak, head dim 128, causal. A100: FlashAttention-2 reaches 50-73 %
+of peak (Dao, "FlashAttention-2", ICLR 2024, abstract), causal at 2k tokens the low end. H100:
+Hopper kernels (cuDNN through Transformer Engine, as Megatron-Core uses; FlashAttention-3 is alike)
+reach 484 TFLOP/s forward at 2k tokens (Shah et al., "FlashAttention-3", 2024, Fig. 'Attention
+forward speed, head dim 128, H100 SXM5'; FlashAttention-2 reaches 298 there). Other GPUs have no
+measurement in the notes: H100's fraction scaled by their MAMF relative to H100's [assumption];
+V100 runs eager attention (FlashAttention-2 does not support Volta)."""
+GRID: dict[str, list[float]] = {
+    "loop": [round(0.70 + 0.005 * i, 3) for i in range(41)],
+    "gemm_fixed_us": [1.0, 2.0, 4.0, 6.0, 8.0, 12.0, 16.0, 24.0, 32.0],
+    "memory": [0.6, 0.7, 0.75, 0.8, 0.85, 0.9],
+    "overlap_slowdown": [0.1, 0.15, 0.2, 0.25, 0.3],
+    "step_fixed_s": [round(0.01 * i, 2) for i in range(31)],
+}
+START = {"loop": 0.80, "gemm_fixed_us": 4.0, "memory": 0.85, "overlap_slowdown": 0.15, "step_fixed_s": 0.1}
+FIT = [k for k in os.environ.get("CAL_KNOBS", "loop,step_fixed_s").split(",") if k]
+"""Knobs to fit (CAL_KNOBS); the others keep their START values, which are sourced (see profiles)."""
+WEIGHT_MAX = float(os.environ.get("CAL_WEIGHT_MAX", "0.5"))
+"""Weight of the largest error against the mean in the objective."""
 
 
-def errors(runs, knobs: dict[str, float]) -> list[float]:
+def gpu_key(cluster: ClusterSpec) -> str:
+    """The profiles name of a cluster's GPU (a key of :data:`MAMF`)."""
+    return cluster.gpu.name
+
+
+def with_knobs(cluster: ClusterSpec, knobs: dict[str, float]) -> ClusterSpec:
+    """``cluster`` with its efficiencies replaced by the knobs' values."""
+    gpu = gpu_key(cluster)
+    gemm = min(1.0, MAMF[gpu] * knobs["loop"])
+    eff = cluster.efficiency.model_copy(update={
+        "gemm_max": gemm,
+        "attention": min(1.0, FLASH[gpu] * knobs["loop"]),
+        "gemm_half_gflop": half_gflop(cluster.gpu.peak_bf16_tflops, gemm, knobs["gemm_fixed_us"]),
+        "memory": knobs["memory"],
+        "overlap_slowdown": knobs["overlap_slowdown"],
+    })
+    return cluster.model_copy(update={"efficiency": eff})
+
+
+def half_gflop(peak_tflops: float, gemm_max: float, fixed_us: float) -> float:
+    """GEMM size (GFLOP) whose ideal time equals the fixed time: F½ = t0 · peak · gemm_max."""
+    return fixed_us * 1e-6 * peak_tflops * 1e12 * gemm_max / 1e9
+
+
+def errors(runs: list[PublishedRun], knobs: dict[str, float]) -> list[float]:
+    """predicted / measured − 1 of every run (what bench/fidelity.py reports); the step's fixed cost
+    is swapped for the knob's."""
     out = []
     for run in runs:
-        cl = run.cluster
-        family = next((k for k in MAMF if k in cl.gpu.name), None)
-        gemm = MAMF[family] * knobs["mamf_scale"] if family else knobs["v100_gemm"]
-        eff = cl.efficiency.model_copy(update={
-            "gemm_max": min(1.0, gemm), "gemm_half_gflop": knobs["gemm_half_gflop"],
-            "attention": min(1.0, gemm * knobs["attention_ratio"]), "memory": knobs["memory"],
-            "overlap_slowdown": knobs["overlap_slowdown"], "network": knobs["network"],
-        })
-        intra, inter = LATENCY_US[knobs["latency"]]
-        cluster = cl.model_copy(update={"efficiency": eff, "intra_node_latency_us": intra, "network_latency_us": inter})
-        est = estimate_step(build_cost_table(run.model, cluster), run.config)
-        out.append(math.log(est.step_time_s / run.measured_step_s))
+        est = estimate_step(build_cost_table(run.model, with_knobs(run.cluster, knobs)), run.config)
+        predicted = est.step_time_s - STEP_FIXED_S + knobs["step_fixed_s"]
+        out.append(predicted / run.measured_step_s - 1.0)
     return out
 
 
 def score(errs: list[float]) -> float:
+    """Mean absolute error plus WEIGHT_MAX times the largest."""
     absolute = [abs(e) for e in errs]
     return sum(absolute) / len(absolute) + WEIGHT_MAX * max(absolute)
 
 
-def main(argv: list[str]) -> int:
-    runs, _ = load_runs(Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV)
-    knobs = {k: v[len(v) // 2] for k, v in GRID.items()}
-    best = score(errors(runs, knobs))
-    for _ in range(4):
-        for key, values in GRID.items():
-            for value in values:
+def fit(runs: list[PublishedRun], sweeps: int = 6) -> dict[str, float]:
+    """Every combination of every other grid value of the fitted knobs (a coarse exhaustive search,
+    so coordinate descent cannot stall in a valley), then coordinate descent over the full grids
+    until a sweep changes nothing."""
+    coarse = [GRID[key][::2] for key in FIT]
+    knobs, best = dict(START), math.inf
+    for values in itertools.product(*coarse):
+        trial = dict(START, **dict(zip(FIT, values)))
+        s = score(errors(runs, trial))
+        if s < best:
+            best, knobs = s, trial
+    for _ in range(sweeps):
+        changed = False
+        for key in FIT:
+            for value in GRID[key]:
                 trial = dict(knobs, **{key: value})
                 s = score(errors(runs, trial))
                 if s < best - 1e-9:
-                    best, knobs = s, trial
-    errs = [math.exp(e) - 1 for e in errors(runs, knobs)]
-    print("fitted:", knobs)
+                    best, knobs, changed = s, trial, True
+        if not changed:
+            break
+    return knobs
+
+
+def main(argv: list[str]) -> int:
+    runs, _ = load_runs(Path(argv[1]) if len(argv) > 1 else DEFAULT_CSV)
+    knobs = fit(runs)
+    errs = errors(runs, knobs)
+    print("fitted:", {k: round(v, 4) for k, v in knobs.items()})
     print(f"mean |error| {sum(map(abs, errs)) / len(errs):.1%}  max {max(map(abs, errs)):.1%}  rows {len(errs)}")
     for run, e in zip(runs, errs):
         print(f"  {run.label[:50]:<50} {e:+.1%}")
+    print("profiles/gpus.json efficiencies (gemm_max = MAMF x loop, attention = FlashAttention x loop):")
+    for gpu in list_gpus():
+        gemm = MAMF[gpu.name] * knobs["loop"]
+        half = half_gflop(gpu.peak_bf16_tflops, gemm, knobs["gemm_fixed_us"])
+        print(f"  {gpu.name:<16} gemm_max {gemm:.3f}  attention {FLASH[gpu.name] * knobs['loop']:.3f}  gemm_half_gflop {half:.2f}")
     return 0
 
 

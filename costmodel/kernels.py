@@ -6,7 +6,9 @@ approach the measured ceiling (Maximum Achievable Matmul FLOPS, stas00/ml-engine
 compute/accelerator/README.md). It is the smooth form of Calculon's size-tiered efficiency tables
 (Isaev et al., SC'23, ``systems/*.json``: 0.95 ≥ 128 GFLOP ... 0.10 below 1 GFLOP). The closed form
 ``F/(peak·η(F)) = (F + F_½)/(peak·η_max)`` shows the physics: a fixed per-GEMM cost plus the ideal
-time. Memory-bound kernels move bytes at η_mem of HBM bandwidth (Calculon's ``no_overlap`` op model).
+time, F_½ = t_0·peak·η_max for a fixed kernel time t_0 (profiles derive each GPU's F_½ from one t_0).
+A GEMM takes the longer of that and its operand traffic (roofline); memory-bound kernels move bytes
+at η_mem of HBM bandwidth.
 """
 
 from __future__ import annotations
@@ -24,22 +26,35 @@ def gemm_time(cluster: ClusterSpec, flops: float) -> float:
 
 
 def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float = 1) -> float:
-    """Seconds for ``count`` GEMMs (m x k)(k x n) in bf16: the FLOP time of :func:`gemm_time` plus the
-    time to stream A, B and C through HBM, added rather than overlapped (Calculon's ``no_overlap``
-    op model, Isaev et al. SC'23). Thin GEMMs (small k or n, as TP makes them) lose most to it."""
+    """Seconds for ``count`` GEMMs (m x k)(k x n) in bf16, run as one (batched) kernel: the roofline
+    of :func:`gemm_time` on all their FLOPs and the time to stream A, B and C through HBM, whichever
+    is longer (Williams, Waterman & Patterson, "Roofline", CACM 2009; Calculon's ``roofline`` op
+    model, Isaev et al. SC'23). A tiled GEMM overlaps its operand loads with its math, so the two do
+    not add; thin GEMMs (small k, as eager attention's QKᵀ with k = head_dim) are the memory-bound
+    ones. One kernel pays the size penalty once (a batched ``bmm`` over heads, a grouped expert GEMM)."""
     if m <= 0 or n <= 0 or k <= 0 or count <= 0:
         return 0.0
-    nbytes = 2.0 * (m * k + k * n + m * n)
+    nbytes = 2.0 * count * (m * k + k * n + m * n)
     traffic = nbytes / (cluster.gpu.hbm_bandwidth_gbps * 1e9 * cluster.efficiency.memory)
-    return count * (gemm_time(cluster, 2.0 * m * n * k) + traffic)
+    return max(gemm_time(cluster, 2.0 * m * n * k * count), traffic)
 
 
-def attention_time(cluster: ClusterSpec, flops: float) -> float:
-    """Seconds for a fused FlashAttention kernel executing ``flops`` FLOPs (Dao et al. 2022/2023)."""
+FLASH_REFERENCE_HEAD_DIM = 128
+"""Head dimension at which ``EfficiencySpec.attention`` is stated (the published kernel benchmarks)."""
+
+
+def attention_time(cluster: ClusterSpec, flops: float, head_dim: int = FLASH_REFERENCE_HEAD_DIM) -> float:
+    """Seconds for a fused FlashAttention kernel executing ``flops`` FLOPs (Dao et al. 2022/2023).
+
+    Narrower heads run each tile's two matmuls with a shorter inner dimension against the same softmax
+    work: below head dim 128 the efficiency scales as sqrt(head_dim / 128). Shah et al.,
+    "FlashAttention-3" (2024), H100 forward at 2k tokens, head dim 64 over 128: FlashAttention-3 0.74,
+    cuDNN 0.64, FlashAttention-2 0.88; sqrt(64/128) = 0.71 sits among them."""
     if flops <= 0:
         return 0.0
     eff = cluster.efficiency
-    return flops / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention) + eff.kernel_overhead_us * 1e-6
+    narrow = min(1.0, (head_dim / FLASH_REFERENCE_HEAD_DIM) ** 0.5)
+    return flops / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention * narrow) + eff.kernel_overhead_us * 1e-6
 
 
 def memory_time(cluster: ClusterSpec, nbytes: float, kernels: int = 1) -> float:

@@ -11,6 +11,14 @@ from costmodel.specs import ClusterSpec, EmbeddingLayer, GenericLayer, HeadLayer
 
 LOGIT_BYTES = 4
 """Cross-entropy runs on fp32 logits (Megatron ``compute_activation_memory``: 4·s·b·V/t)."""
+CE_FWD_BYTES_PER_LOGIT = 38
+"""HBM traffic of Megatron's vocab-parallel cross-entropy forward per logit, op by op
+(megatron/core/tensor_parallel/cross_entropy.py): ``.float()`` reads 2 and writes 4 bytes, ``max``
+reads 4, the in-place ``-= max`` reads and writes 4, ``exp`` reads and writes 4, ``sum`` reads 4,
+the in-place ``div_`` (softmax kept for backward) reads and writes 4: 6 + 4 + 8 + 8 + 4 + 8."""
+CE_BWD_BYTES_PER_LOGIT = 14
+"""Its backward per logit: ``grad_input.mul_`` reads and writes 4 bytes, and the cast of the fp32
+gradient back to bf16 for the output layer's backward GEMMs reads 4 and writes 2."""
 
 
 def _tp_group_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, nbytes: float) -> float:
@@ -56,14 +64,15 @@ def norm_cost(layer: NormLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
 
 def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
     """Output projection to a vocabulary split over TP (2·b·s·h·V/t forward) and the vocab-parallel
-    cross-entropy over fp32 logits (read/write passes ≈ 14 bytes per logit forward, 10 backward).
+    cross-entropy over fp32 logits (:data:`CE_FWD_BYTES_PER_LOGIT` forward, :data:`CE_BWD_BYTES_PER_LOGIT`
+    backward, in 6 and 2 kernels).
     TP costs one b·s·h all-reduce volume: of the input gradient (column-parallel), or an all-gather
     forward and a reduce-scatter backward under SP. The logits of one
     micro-batch are transient: in 1F1B its backward follows at once on the last stage."""
     logits = cfg.tokens * layer.vocab_size / cfg.tp
     gemm = matmul_time(cluster, cfg.tokens, layer.vocab_size / cfg.tp, layer.hidden_size)
-    fwd = gemm + memory_time(cluster, 14 * logits, kernels=4)
-    bwd = 2 * gemm + memory_time(cluster, 10 * logits, kernels=3)
+    fwd = gemm + memory_time(cluster, CE_FWD_BYTES_PER_LOGIT * logits, kernels=6)
+    bwd = 2 * gemm + memory_time(cluster, CE_BWD_BYTES_PER_LOGIT * logits, kernels=2)
     tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
     params = layer_params(layer) / cfg.tp
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div

@@ -39,14 +39,15 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
 
     Backward GEMMs cost 2x forward (dgrad + wgrad); FlashAttention backward 2.5x forward (it recomputes
     QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work) as one
-    batched GEMM per head, plus the softmax and dropout passes over the s x s scores.
+    batched GEMM over all heads, plus the softmax and dropout passes over the s x s scores.
     """
     t = cfg.tp
     gemms = _gemms_time(layer, cfg, cluster)
     frac = CAUSAL_ATTENTION_FRACTION if cfg.flash else 1.0
     core = 4.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * layer.num_heads * layer.head_dim / t
     if cfg.flash:
-        attn_f, attn_b = attention_time(cluster, core), attention_time(cluster, 2.5 * core)
+        d = layer.head_dim
+        attn_f, attn_b = attention_time(cluster, core, d), attention_time(cluster, 2.5 * core, d)
         softmax_bytes = 0.0
     else:
         heads = layer.num_heads / t

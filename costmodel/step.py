@@ -25,6 +25,13 @@ ADAM_BYTES_PER_PARAM = 30
 GRAD_BUCKET_PARAMS = 40_000_000
 """Megatron DDP gradient bucket size in parameters (``--ddp-bucket-size`` default 40M): the last
 bucket's reduction cannot overlap backward."""
+STEP_FIXED_S = 0.14
+"""Fixed time per training step outside the layers' kernels: launching the optimizer and
+gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that drain the GPU's
+queue, data loading and logging. Published end-to-end throughputs include it (Megatron-LM README:
+"include all operations including data loading, optimizer steps, communication, and even logging").
+Host-side time does not scale with the accelerator, so one global value: fitted by
+``bench/calibrate.py`` on the shared published runs (``../shared/reference/published_runs.csv``)."""
 FRAGMENTATION = 0.05
 """Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
 
@@ -128,14 +135,20 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
 
 
 def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> tuple[float, float]:
-    """Activation send/receive between stages: b·s·h per micro-batch each way, ÷t with SP or
-    Megatron's scatter/gather optimisation (Narayanan et al. 2021 §4.1). Neighbouring pipeline ranks
-    are ``tp·cp·dp`` ranks apart, so in different nodes once that stride reaches a node."""
+    """Activation send/receive between stages: b·s·h per micro-batch each way. Under SP each TP rank
+    already holds only its 1/t of it; without SP Megatron's scatter/gather optimisation sends 1/t
+    per rank and all-gathers the b·s·h over the TP group's NVLink on arrival (Narayanan et al. 2021
+    §4.1). Neighbouring pipeline ranks are ``tp·cp·dp`` ranks apart, so in different nodes once that
+    stride reaches a node."""
     if cfg.pp == 1:
         return 0.0, 0.0
-    nbytes = max(t.boundary_bytes for t in r.types) / (1 if cfg.sp and cfg.tp > 1 else cfg.tp)
-    across = cfg.tp * cfg.cp * cfg.dp >= table.cluster.gpus_per_node
-    one = comm.send_recv(table.cluster, nbytes, across)
+    cluster = table.cluster
+    full = max(t.boundary_bytes for t in r.types)
+    sp = cfg.sp and cfg.tp > 1
+    across = cfg.tp * cfg.cp * cfg.dp >= cluster.gpus_per_node
+    one = comm.send_recv(cluster, full / (1 if sp else cfg.tp), across)
+    if cfg.tp > 1 and not sp:
+        one += comm.all_gather(cluster, comm.place_group(cfg.tp, 1, cluster.gpus_per_node), full)
     interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1
     exposed = p2p_exposed(one, cfg.pp, m, cfg.vpp, overlapped=interleaved)
     return 2 * m * cfg.vpp * one, exposed
@@ -167,8 +180,8 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     link = exposed = 0.0
     for t, first in zip(r.types, r.first_rank):
         dense, expert = t.params - t.expert_params, t.expert_params
-        red = per_step * (_affine(dense_red, dense * cfg.grad_reduce_bytes) + _affine(expert_red, expert * cfg.grad_reduce_bytes))
-        gather = _affine(dense_ag, dense * cfg.param_bytes) + _affine(expert_ag, expert * cfg.param_bytes) if cfg.zero else 0.0
+        red = per_step * (dense_red(dense * cfg.grad_reduce_bytes) + expert_red(expert * cfg.grad_reduce_bytes))
+        gather = dense_ag(dense * cfg.param_bytes) + expert_ag(expert * cfg.param_bytes) if cfg.zero else 0.0
         red_exposed = red
         if cfg.overlap_grad_reduce:
             bucket = min(1.0, GRAD_BUCKET_PARAMS / max(t.params, 1.0))
@@ -180,33 +193,29 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     return link, exposed
 
 
-def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple, tuple]:
-    """Affine coefficients of the gradient reduction and the parameter gather, dense and expert
-    (memoised per layout): all-reduce for ZeRO-0, reduce-scatter otherwise."""
+def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple[comm.Cost, comm.Cost], tuple[comm.Cost, comm.Cost]]:
+    """Costs of the gradient reduction and the parameter gather, dense and expert (memoised per
+    layout): all-reduce for ZeRO-0, reduce-scatter otherwise."""
     key = ("dp", cfg.tp, cfg.cp, cfg.dp, cfg.ep, cfg.zero)
     hit = table.memo.get(key)
     if hit is None:
         dense_g, expert_g = _dp_groups(table, cfg)
         passes = 2 if cfg.zero == 0 else 1
-        reduce = (comm.affine(table.cluster, dense_g, passes), comm.affine(table.cluster, expert_g, passes))
-        gather = (comm.affine(table.cluster, dense_g, 1), comm.affine(table.cluster, expert_g, 1))
+        reduce = (comm.ring_cost(table.cluster, dense_g, passes), comm.ring_cost(table.cluster, expert_g, passes))
+        gather = (comm.ring_cost(table.cluster, dense_g), comm.ring_cost(table.cluster, expert_g))
         hit = table.memo[key] = (reduce, gather)
     return hit
 
 
-def _affine(coefficients: tuple[float, float], nbytes: float) -> float:
-    latency, per_byte = coefficients
-    return latency + per_byte * nbytes if nbytes > 0 else 0.0
-
-
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
-    """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1): memory-bound."""
+    """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, plus the
+    step's fixed cost (:data:`STEP_FIXED_S`)."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
     local = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
-    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6
+    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + STEP_FIXED_S
 
 
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:

@@ -21,22 +21,29 @@ from costmodel.specs import (
     ParallelConfig,
     TransformerLayer,
 )
+from costmodel.step import estimate_step
+from costmodel.table import build_cost_table
 from profiles import load_cluster
 
 ASSUMPTIONS: dict[str, str] = {
     "narayanan": (
-        "micro-batch where not printed: 1 with pipelining, else the per-replica batch up to 4; interleaved 1F1B with 2 virtual stages when layers/pp is "
-        "even (the paper uses interleaving but prints no v); eager attention (2021, no FlashAttention); "
-        "fp32 gradient all-reduce without overlap, no distributed optimizer (2021 Megatron); Table 2 "
-        "rows recompute fully (eq. 3 counts it); GPT-3 PTD-P rows split model parallelism 96 as tp 8 x "
-        "pp 12 (Table 2 prints only the product); ZeRO-3 rows use DeepSpeed's default "
-        "prefetch bucket (5e7 parameters per all-gather), fetched on demand without overlap "
-        "(latency-bound rings over hundreds of ranks leave nothing to hide behind)"
+        "Table 1 and Table 2 PTD-P rows run the authors' reproduction scripts (NVIDIA/Megatron-LM "
+        "examples/sc21, SC21_RUNS): their micro-batch, virtual stages and DDP (torch DDP = gradient "
+        "all-reduce overlapped with backward for pp = 1, local DDP = not overlapped for pp > 1); fp16 "
+        "(--fp16) so fp16 gradients are all-reduced; full recompute (--recompute-method uniform; eq. 3 "
+        "counts it); eager attention with dropout (2021, no FlashAttention); GPT-3 PTD-P rows split "
+        "model parallelism 96 as tp 8 x pp 12 with 2 layers per virtual stage (run_figure_12.sh: the "
+        "same model and split). ZeRO-3 rows (DeepSpeed, fp16): DeepSpeed's default prefetch bucket "
+        "(5e7 parameters per all-gather), fetched on demand without overlap (latency-bound rings over "
+        "hundreds of ranks leave nothing to hide behind)"
     ),
     "megatron": (
-        "micro-batch 1 with pipelining, else the per-replica batch up to 4; SP on when tp > 1 (--tp-comm-overlap requires it); distributed optimizer with "
-        "overlapped grad reduce and param gather (README flags); FlashAttention (Transformer Engine); "
-        "no recompute; 1F1B, interleaved with 2 virtual stages when layers/pp is even"
+        "SP on when tp > 1 (--tp-comm-overlap requires it); distributed optimizer with overlapped "
+        "gradient reduce-scatter (fp32, Megatron's default for bf16) and param all-gather (README flags); "
+        "FlashAttention (Transformer Engine); no recompute; pp = 1 rows take the largest micro-batch "
+        "that fits (no pipeline bubble to trade against; what examples/sc21 does), pp > 1 rows "
+        "micro-batch 1; interleaved 1F1B with the fewest virtual stages that interleave at all (the "
+        "smallest divisor above 1 of the layers per stage; the README prints no v)"
     ),
     "mosaicml": (
         "FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2; FlashAttention; bf16 all-gathers, gradient "
@@ -48,6 +55,7 @@ ASSUMPTIONS: dict[str, str] = {
         "all-reduce without overlap"
     ),
 }
+"""One statement per source of every setting its rows leave unstated, applied to all its rows."""
 
 DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 """DeepSpeed ZeRO-3 ``stage3_prefetch_bucket_size`` default (docs, config-json: 5e7 parameters)."""
@@ -117,33 +125,55 @@ def gpt_model(row: dict[str, str], *, gpt_style: bool) -> ModelSpec:
     return ModelSpec(name=row["model"], layers=layers, tied_embeddings=True, max_seq_len=seq, source="published_runs.csv")
 
 
-def _micro_batch(row: dict[str, str], pp: int, dp: int) -> int:
-    """Unstated micro-batch: 1 under pipelining (small micro-batches shrink the bubble; Narayanan et al.
-    2021 eq. 1), else the whole per-replica batch up to 4 sequences (no pipeline to feed, and larger
-    GEMMs and fewer gradient-accumulation steps run faster)."""
-    if pp > 1:
-        return 1
-    per_replica = _int(row, "global_batch") // dp
-    return max(b for b in range(1, min(per_replica, 4) + 1) if per_replica % b == 0)
-
-
 def _vpp(layers: int, pp: int) -> int:
-    return 2 if pp > 1 and (layers // pp) % 2 == 0 and layers % pp == 0 else 1
+    """Virtual stages where a source interleaves but prints no v: the fewest that interleave at all,
+    the smallest divisor above 1 of the layers per stage (1 when a stage holds one layer)."""
+    per_stage = layers // pp if pp > 1 and layers % pp == 0 else 1
+    return next((v for v in range(2, per_stage + 1) if per_stage % v == 0), 1)
+
+
+SC21_RUNS: dict[tuple[int, int], tuple[int, int, bool]] = {
+    (24, 2304): (16, 1, True),
+    (30, 3072): (16, 1, True),
+    (36, 4096): (16, 1, True),
+    (40, 6144): (8, 1, True),
+    (48, 8192): (4, 1, False),
+    (60, 10240): (2, 3, False),
+    (80, 12288): (2, 2, False),
+    (96, 16384): (1, 2, False),
+    (105, 20480): (1, 3, False),
+    (128, 25600): (1, 1, False),
+    (96, 12288): (1, 4, False),
+}
+"""(micro-batch, virtual stages, torch DDP) of Narayanan et al.'s runs by (layers, hidden), from the
+authors' reproduction scripts: NVIDIA/Megatron-LM ``examples/sc21/run_table_1.sh`` (Table 1: MBS,
+``--num-layers-per-virtual-pipeline-stage`` -> v = layers / (pp x that), ``--DDP-impl torch`` for the
+pp = 1 rows, ``local`` otherwise; the 530B entry also serves Table 2's PTD-P rows) and
+``run_figure_12.sh`` (GPT-3 175B at tp 8 x pp 12, interleaved with 2 layers per virtual stage)."""
 
 
 def _narayanan(row: dict[str, str]) -> ParallelConfig:
-    layers, gbs, n = _int(row, "layers"), _int(row, "global_batch"), _int(row, "num_gpus")
+    layers, hidden, gbs, n = (_int(row, k) for k in ("layers", "hidden", "global_batch", "num_gpus"))
     tp, pp = _int(row, "tp"), _int(row, "pp")
-    if tp is None:  # Table 2 GPT-3 PTD-P: model-parallel size 96 printed, split assumed
+    if tp is None:  # Table 2 GPT-3 PTD-P: model-parallel size 96 printed; run_figure_12.sh's split
         tp, pp = 8, 12
-    zero3 = row["zero_or_fsdp"].startswith("ZeRO-3")
-    vpp = 1 if zero3 else _vpp(layers, pp)
+    if row["zero_or_fsdp"].startswith("ZeRO-3"):
+        return _deepspeed_zero3(row, n, gbs)
+    mbs, vpp, torch_ddp = SC21_RUNS[(layers, hidden)]
     return ParallelConfig(
-        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", _micro_batch(row, pp, n // (tp * pp))),
+        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", mbs),
         global_batch=gbs, seq_len=_int(row, "seq_len"), recompute="full", attention="eager",
-        zero=3 if zero3 else 0, grad_bytes=2 if zero3 else 4, grad_reduce_bytes=2 if zero3 else 4,
-        overlap_grad_reduce=zero3, schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
-        zero3_bucket_params=DEEPSPEED_PREFETCH_BUCKET if zero3 else 0, overlap_param_gather=not zero3,
+        grad_bytes=2, grad_reduce_bytes=2, overlap_grad_reduce=torch_ddp, overlap_param_gather=False,
+        schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
+    )
+
+
+def _deepspeed_zero3(row: dict[str, str], n: int, gbs: int) -> ParallelConfig:
+    """Narayanan et al. Table 2's DeepSpeed ZeRO-3 rows (no model parallelism, fp16)."""
+    return ParallelConfig(
+        dp=n, micro_batch=_int(row, "micro_batch"), global_batch=gbs, seq_len=_int(row, "seq_len"),
+        recompute="full", attention="eager", zero=3, grad_bytes=2, grad_reduce_bytes=2,
+        zero3_bucket_params=DEEPSPEED_PREFETCH_BUCKET, overlap_param_gather=False,
     )
 
 
@@ -151,7 +181,7 @@ def _megatron(row: dict[str, str]) -> ParallelConfig:
     tp, pp, n, layers = _int(row, "tp"), _int(row, "pp"), _int(row, "num_gpus"), _int(row, "layers")
     vpp = _vpp(layers, pp)
     return ParallelConfig(
-        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=_micro_batch(row, pp, n // (tp * pp)),
+        tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=1,
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"), recompute="none",
         tp_comm_overlap=tp > 1, schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
     )
@@ -212,6 +242,22 @@ def cluster_for_row(row: dict[str, str]) -> ClusterSpec:
     raise ValueError(f"no cluster preset for GPU {row['gpu']!r}")
 
 
+def largest_fitting_micro_batch(model: ModelSpec, cluster: ClusterSpec, config: ParallelConfig) -> ParallelConfig:
+    """Without pipelining, Narayanan et al.'s micro-batch trade-off (eq. 1, (b'/b + p − 1)·t(b)) has
+    p = 1: the step only gets faster as b grows, so a throughput run takes the largest micro-batch
+    that fits. NVIDIA's own pp = 1 benchmark runs do so (examples/sc21/run_table_1.sh: 16 sequences,
+    the whole per-replica batch; 8 for the 18B model, limited by memory). Tries powers of two that
+    divide the per-replica batch, largest first, and keeps the first that fits (else 1)."""
+    per_replica = config.global_batch // config.dp
+    sizes = [b for b in (2 ** k for k in range(12)) if b <= per_replica and per_replica % b == 0]
+    table = build_cost_table(model, cluster)
+    for size in sorted(sizes, reverse=True):
+        trial = config.model_copy(update={"micro_batch": size})
+        if estimate_step(table, trial).fits:
+            return trial
+    return config
+
+
 def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str, str]]]:
     """(comparable runs, skipped rows with the reason) of a published_runs.csv file."""
     builders = {"narayanan": _narayanan, "megatron": _megatron, "mosaicml": _mosaicml, "shoeybi": _shoeybi}
@@ -225,5 +271,8 @@ def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str,
                 continue
             key = source_key(row)
             model = gpt_model(row, gpt_style=key != "mosaicml")
-            runs.append(PublishedRun(label, key, model, cluster_for_row(row), builders[key](row), step))
+            cluster, config = cluster_for_row(row), builders[key](row)
+            if key == "megatron" and config.pp == 1:
+                config = largest_fitting_micro_batch(model, cluster, config)
+            runs.append(PublishedRun(label, key, model, cluster, config, step))
     return runs, skipped

@@ -3,8 +3,9 @@
 Each layer costs at least its fastest option (no recomputation) per micro-batch, so the ranks' sum
 S is at least the sum of those. The schedule's step, m·max X + (S − max X)/d (d = 1 for 1F1B and
 GPipe, v for interleaved 1F1B, 3 for ZB-H1; ``costmodel.pipeline``), is at least
-(m − 1/d)·S/p + S/d because max X ≥ S/p. Communication outside the pipeline and the optimizer add
-non-negative time, so the bound holds for the whole step.
+(m − 1/d)·S/p + S/d because max X ≥ S/p. Communication outside the pipeline adds non-negative time
+and the optimizer at least the step's fixed cost (``costmodel.step.STEP_FIXED_S``), so the bound holds
+for the whole step.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from costmodel.memory import GIB, model_state_bytes
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.specs import ParallelConfig
-from costmodel.step import local_config
+from costmodel.step import STEP_FIXED_S, local_config
 from costmodel.table import CostTable
 
 
@@ -48,7 +49,7 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> 
     dict the caller owns, caches the per-layer sums shared by options with the same local view)."""
     total = fastest_sum_s(table, cfg, memo)
     d = bubble_divisor(cfg)
-    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d
+    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d + STEP_FIXED_S
 
 
 def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tuple[float, float, float]:

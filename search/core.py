@@ -133,7 +133,7 @@ def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bo
     if best is None or lowest_open is None or lowest_open >= best.step_time_s:
         gap = 0.0
     else:
-        gap = (best.step_time_s - lowest_open) / best.step_time_s
+        gap = float((best.step_time_s - lowest_open) / best.step_time_s)
     status = "timeout" if timed_out else ("optimal" if gap == 0.0 else "feasible")
     import pulp
 

@@ -26,7 +26,9 @@ class SearchRequest:
     """Largest TP degree to try (default: GPUs per node)."""
     micro_batches: tuple[int, ...] | None = None
     """Micro-batch sizes to try (default: every divisor of the per-replica batch up to 16)."""
-    max_vpp: int = 4
+    max_vpp: int = 8
+    """Most virtual stages per pipeline rank for interleaved 1F1B (Megatron-Core runs up to one layer
+    per virtual stage; the Megatron-Core r0.8.0 462B weak-scaling run uses 7)."""
     nonuniform: bool = True
     """Search non-uniform stage splits and per-layer recomputation (False: uniform only)."""
 
