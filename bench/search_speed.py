@@ -1,9 +1,11 @@
 """Whole-process wall time of ``meshplan plan`` for the four cases of issue 3's acceptance.
 
-Usage: python bench/search_speed.py [--target native|megatron|torchtitan|deepspeed] [--only N]
+Usage: python bench/search_speed.py [--target native|megatron|torchtitan|deepspeed] [--only N] [--no-limits]
 Runs ``python cli.py plan ... -o <tmp>/plan.json`` as a user does (start-up, search, validation and
 writing included) and prints, per case, the wall time, the target of issue 3 on a 2-core machine, the
-ratio, and the plan's search status, gap and predicted step time. Run it on an idle machine.
+ratio, and the plan's search status, gap and predicted step time. Then, for ``--time-limit`` 1, 2 and
+5 s on each case, the search's own wall time (``search.wall_time_s``) as a ratio of the limit (issue 3:
+within 10 %) and the plan it returned. Run it on an idle machine.
 """
 
 from __future__ import annotations
@@ -26,10 +28,14 @@ CASES = [
 ]
 
 
-def run_case(model: str, cluster: str, gpus: int, batch: int, seq: int, target: str, out: Path) -> tuple[float, subprocess.CompletedProcess[str]]:
+TIME_LIMITS = (1.0, 2.0, 5.0)
+
+
+def run_case(model: str, cluster: str, gpus: int, batch: int, seq: int, target: str, out: Path,
+             *extra: str) -> tuple[float, subprocess.CompletedProcess[str]]:
     """(wall seconds, finished process) of one ``meshplan plan`` run."""
     argv = [sys.executable, str(REPO / "cli.py"), "plan", "--model", model, "--cluster", cluster, "--gpus", str(gpus),
-            "--global-batch", str(batch), "--seq-len", str(seq), "--target", target, "-o", str(out)]
+            "--global-batch", str(batch), "--seq-len", str(seq), "--target", target, "-o", str(out), "--timing", *extra]
     start = time.perf_counter()
     proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)
     return time.perf_counter() - start, proc
@@ -39,6 +45,7 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="native", choices=("native", "megatron", "torchtitan", "deepspeed"))
     parser.add_argument("--only", type=int, help="run only case N (1-4)")
+    parser.add_argument("--no-limits", action="store_true", help="skip the --time-limit runs")
     args = parser.parse_args(argv[1:])
     cases = [CASES[args.only - 1]] if args.only else CASES
     print(f"{'case':<40} {'wall s':>7} {'target s':>8} {'ratio':>6}  result")
@@ -56,7 +63,28 @@ def main(argv: list[str]) -> int:
                 result = f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
             print(f"{label:<40} {wall:>7.2f} {target_s:>8.0f} {wall / target_s:>6.2f}  {result}", flush=True)
     print(f"worst ratio to target: {worst:.2f} ({'within' if worst <= 1 else 'over'} the targets)")
+    if not args.no_limits:
+        time_limits(cases, args.target)
     return 0
+
+
+def time_limits(cases: list, target: str) -> None:
+    """Search wall time under each of :data:`TIME_LIMITS`, as a ratio of the limit."""
+    print(f"\n{'case':<40} {'limit s':>7} {'search s':>8} {'ratio':>6}  result")
+    worst = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, model, cluster, gpus, batch, seq, _ in cases:
+            for limit in TIME_LIMITS:
+                _, proc = run_case(model, cluster, gpus, batch, seq, target, Path(tmp) / "plan.json", "--time-limit", str(limit))
+                if proc.returncode != 0:
+                    print(f"{label:<40} {limit:>7.0f} exit {proc.returncode}")
+                    continue
+                plan = json.loads((Path(tmp) / "plan.json").read_text())
+                s = plan["search"]
+                worst = max(worst, s["wall_time_s"] / limit)
+                print(f"{label:<40} {limit:>7.0f} {s['wall_time_s']:>8.2f} {s['wall_time_s'] / limit:>6.2f}  "
+                      f"{s['status']}, gap {s['optimality_gap']:.2%}, step {plan['estimate']['step_time_s']:.3f} s", flush=True)
+    print(f"worst search time / limit: {worst:.2f} ({'within' if worst <= 1.1 else 'over'} 1.10)")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,11 @@ import numpy as np
 
 from costmodel.memory import GIB, model_state_bytes
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
-from costmodel.specs import ParallelConfig
+from costmodel.flops import model_flops_per_step
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import STEP_FIXED_S, local_config
 from costmodel.table import CostTable
+from search.types import SearchRequest
 
 
 def bubble_divisor(cfg: ParallelConfig) -> float:
@@ -79,3 +81,10 @@ def memory_bound_gib(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))
     states += sum(model_state_bytes(expert, max(1, shard // cfg.ep), cfg.zero, *sizes))
     return (states + act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib
+
+
+def compute_floor_s(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> float:
+    """A lower bound on every plan's step: the model FLOPs at every GPU's dense peak, plus the
+    step's fixed cost. No kernel beats the peak and recomputation only adds work."""
+    flops = model_flops_per_step(model.layers, req.global_batch, req.seq_len)
+    return flops / (req.gpus * cluster.gpu.peak_bf16_tflops * 1e12) + STEP_FIXED_S

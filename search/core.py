@@ -21,7 +21,7 @@ from collections.abc import Callable
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
-from search.bounds import bound_s, memory_bound_gib
+from search.bounds import bound_s, compute_floor_s, memory_bound_gib
 from search.refine import refine, refine_work
 from search.space import Option, meshes, options
 from search.targets import rules_for
@@ -32,6 +32,11 @@ Progress = Callable[[int, int], None]
 UNIFORM_MODES = ("none", "selective", "full")
 NEAREST_MISS_TRIES = 16
 """Options evaluated to name the nearest miss when every option is over memory."""
+DEADLINE_SHARE = 0.92
+"""Share of ``--time-limit`` the search works for; the rest covers the last refinement's overrun
+and assembling the result, so that the whole call stays within the limit."""
+BOUNDS_SHARE = 0.6
+"""Share of ``--time-limit`` the bounding pass may take before options are evaluated."""
 REFINE_WORK_LIMIT = 30_000
 """Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
 the same inputs give the same plan; a time limit refines until it expires instead)."""
@@ -40,12 +45,12 @@ the same inputs give the same plan; a time limit refines until it expires instea
 def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, progress: Progress | None = None) -> SearchResult:
     """Find the fastest configuration that fits (see module docstring)."""
     start = time.perf_counter()
-    deadline = start + req.time_limit_s if req.time_limit_s else None
+    deadline = start + DEADLINE_SHARE * req.time_limit_s if req.time_limit_s else None
     table = build_cost_table(model, cluster)
     every = _all_options(model, cluster, req)
-    memory, bases = _bounds(table, every, deadline)
+    memory, bases = _bounds(table, every, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
     pool = Pool(req.top_k)
-    timed_out, evaluated, opened = len(memory) < len(every), 0, []
+    timed_out, evaluated, opened = math.inf in memory, 0, []
     for n, (bound, _, option) in enumerate(bases):
         if pool.cutoff_s() <= bound:
             break
@@ -67,6 +72,8 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
     unexplored = [b for b, _, _ in bases[len(opened):]]
+    if math.inf in memory:  # options the bounding pass never reached: only the compute floor holds
+        unexplored.insert(0, compute_floor_s(model, cluster, req))
     if pool.best() is None:
         evaluated += _nearest_misses(table, pool, every, memory)
     pruned = len(every) - len(opened)
@@ -84,18 +91,28 @@ def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory: l
 
 
 def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tuple[list[float], list[tuple[float, int, Option]]]:
-    """Memory bound of each option (as far as the deadline allows) and, for those that may fit,
-    (time bound, index, option) sorted best first."""
+    """Memory bound of each option (``inf`` where the deadline came first) and, for those that may
+    fit, (time bound, index, option) sorted best first. Options are visited in :func:`spread_order`,
+    so that a deadline leaves a sample of the whole space rather than its first meshes."""
     memo: dict = {}
-    memory, bases = [], []
+    memory, bases = [math.inf] * len(every), []
     capacity = table.cluster.gpu.hbm_gib
-    for i, option in enumerate(every):
-        if deadline and i % 256 == 0 and time.perf_counter() > deadline:
+    for n, i in enumerate(spread_order(len(every))):
+        if deadline and n % 32 == 0 and time.perf_counter() > deadline:
             break
-        memory.append(memory_bound_gib(table, option, memo))
-        if memory[-1] <= capacity:
-            bases.append((bound_s(table, option, memo), i, option))
+        memory[i] = memory_bound_gib(table, every[i], memo)
+        if memory[i] <= capacity:
+            bases.append((bound_s(table, every[i], memo), i, every[i]))
     return memory, sorted(bases, key=lambda x: (x[0], x[1]))
+
+
+GOLDEN = (5 ** 0.5 - 1) / 2
+
+
+def spread_order(n: int) -> list[int]:
+    """A permutation of ``range(n)`` whose every prefix spreads evenly over it: indices sorted by
+    the fractional part of i·φ (the golden-ratio low-discrepancy sequence, Weyl 1916)."""
+    return sorted(range(n), key=lambda i: ((i * GOLDEN) % 1.0, i))
 
 
 def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[Option]:
@@ -107,17 +124,19 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
     they can still win; without a time limit within ``REFINE_WORK_LIMIT``. Return the bounds left
     open (not closed by an exhaustive refinement) and how many refinements ran."""
     rules = rules_for(req.target)
-    open_bounds, count, work = [], 0, 0
+    open_bounds, count, work, longest = [], 0, 0, 0.0
     if not req.nonuniform:
         return [b for b, _, _ in opened if b < pool.best_s()], 0
     for bound, base, _ in opened:
         if pool.best_s() <= bound:
             continue
-        out_of_time = deadline is not None and time.perf_counter() > deadline
+        began = time.perf_counter()
+        out_of_time = deadline is not None and began + longest > deadline
         if out_of_time or (deadline is None and work >= REFINE_WORK_LIMIT):
             open_bounds.append(bound)
             continue
         candidates, exhaustive = refine(table, base, rules)
+        longest = max(longest, time.perf_counter() - began)
         count += 1
         work += refine_work(table, base)
         for cfg in candidates:
