@@ -9,6 +9,8 @@ Sources:
 - Korthikanti et al., "Reducing Activation Recomputation in Large Transformer Models" (MLSys 2023,
   arXiv:2205.05198): Table 5 iteration times (full recompute vs sequence parallel + selective
   recompute) and Figure 1 per-GPU memory, A100 80 GB (Selene), 8 to 512 GPUs, data parallel 1.
+- Smith et al., "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B" (arXiv:2201.11990)
+  section 2.4: iteration times on 280, 350 and 420 DGX A100 nodes (2,240 to 3,360 GPUs).
 - Dubey et al., "The Llama 3 Herd of Models" (arXiv:2407.21783) Table 4: Llama 3 405B on 8,192 and
   16,384 H100 GPUs (400 Gb/s RoCE), TFLOP/s per GPU.
 """
@@ -35,6 +37,9 @@ ASSUMPTIONS = (
     "tab5: v = 3 for 175B and 530B, none for 1T); fp16 with fp32 main gradients; eager attention "
     "(Megatron-LM in 2022); 'full' = full recompute without SP, 'seqsel' = SP + selective recompute. "
     "Figure 1 memory is per GPU of the first pipeline stage, as the paper prints it.",
+    "MT-NLG: tp 8 x pp 35 (section 2.4), DeepSpeed's pipeline engine (1F1B, no interleaving), "
+    "micro-batch 1, ZeRO-1, full activation checkpointing, fp16 gradients all-reduced after the "
+    "pipeline flush (no overlap), eager attention; vocabulary 50,272 (GPT-2 tokenizer padded).",
     "Llama 3: micro-batch 1; interleaved 1F1B with one transformer layer per model chunk (v = 8), the "
     "layout section 3.3.2 describes: 'the first model chunk on the first stage has only the embedding, "
     "and the last model chunk on the last stage has only output projection and loss'; SP with TP; distributed optimizer (zero 1) for its FSDP (ZeRO-2-like "
@@ -98,6 +103,24 @@ def korthikanti_runs() -> list[HeldOutRun]:
     return runs
 
 
+MTNLG_TIME_S = {2240: 60.1, 2800: 50.2, 3360: 44.4}
+"""Smith et al. 2022 section 2.4: seconds per iteration at global batch 1920, sequence 2048."""
+
+
+def mtnlg_runs() -> list[HeldOutRun]:
+    """Megatron-Turing NLG 530B at three scales (data parallel 8, 10, 12)."""
+    row = {"model": "MT-NLG 530B", "hidden": "20480", "heads": "128", "seq_len": "2048", "vocab": "50272",
+           "layers": "105", "kv_heads": "", "ffn_hidden": ""}
+    model, cluster = gpt_model(row, gpt_style=True), load_cluster("dgx-a100")
+    runs = []
+    for n, seconds in MTNLG_TIME_S.items():
+        cfg = ParallelConfig(tp=8, pp=35, dp=n // 280, zero=1, micro_batch=1, global_batch=1920, seq_len=2048,
+                             recompute="full", attention="eager", grad_bytes=2, grad_reduce_bytes=2,
+                             overlap_grad_reduce=False, overlap_param_gather=False)
+        runs.append(HeldOutRun(f"MT-NLG 530B tp8 pp35 @{n}", model, cluster, cfg, seconds))
+    return runs
+
+
 LLAMA3 = (  # Table 4: gpus, tp, cp, pp, seq, TFLOP/s per GPU; 16M tokens per batch
     (8192, 8, 1, 16, 8192, 430.0),
     (16384, 8, 1, 16, 8192, 400.0),
@@ -147,7 +170,7 @@ def _summary(name: str, errors: list[float]) -> str:
 
 
 def main() -> int:
-    results = compare(korthikanti_runs() + llama3_runs())
+    results = compare(korthikanti_runs() + mtnlg_runs() + llama3_runs())
     print(f"{'run':<48} {'measured s':>10} {'predicted s':>11} {'time':>7} {'states':>7} {'acts':>7}")
     fmt = lambda e: f"{e:>+7.1%}" if e is not None else f"{'-':>7}"  # noqa: E731
     for run, predicted, t, s, a in results:
