@@ -137,6 +137,20 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
     return hit
 
 
+def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float) -> list[tuple[float, float, float]]:
+    """(largest transient work bytes, largest layer's parameters, largest boundary bytes) of each
+    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
+    key = ("extras", id(fold), id(work), tokens)
+    hit = table.memo.get(key)
+    if hit is None:
+        hit = table.memo[key] = [
+            (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
+             max((out[k] + extra * tokens for k, extra in ends), default=0.0))
+            for used, ends in zip(fold.used, fold.boundaries)
+        ]
+    return hit
+
+
 def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:
     """Per-rank-type sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
@@ -145,16 +159,10 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
     fold = _fold(table, signature, sizes, cfg.pp, cfg.vpp, inverse, cum)
     sums = (fold.counts @ matrix).tolist()
-    tokens = local("none").tokens
+    extras = _type_extras(table, fold, work, largest, out, local("none").tokens)
     n = len(_SUMMED)
     types = tuple(
-        RankSums(
-            *row[:n],
-            links=dict(zip(LINKS, row[n:])),
-            work_bytes=max((work[j] for j in used), default=0.0),
-            largest_layer_params=max((largest[j] for j in used), default=0.0),
-            boundary_bytes=max((out[k] + extra * tokens for k, extra in ends), default=0.0),
-        )
-        for row, used, ends in zip(sums, fold.used, fold.boundaries)
+        RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b)
+        for row, (w, p, b) in zip(sums, extras)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
