@@ -160,5 +160,8 @@ def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bo
     stats = SearchStats(evaluated, pruned, solver, status, gap, time.perf_counter() - start)
     if best is None:
         miss = pool.nearest_miss()
-        return SearchResult(None, (), stats, miss, pool.hints(miss, req))
+        hints = pool.hints(miss, req)
+        if timed_out and miss is not None:
+            hints = ("a longer --time-limit (the search stopped before it tried every option)",) + hints
+        return SearchResult(None, (), stats, miss, hints)
     return SearchResult(best, pool.runners_up(), stats)

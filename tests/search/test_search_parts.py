@@ -108,6 +108,14 @@ def test_infeasible_search_names_the_nearest_miss() -> None:
     assert result.best is None
     assert result.nearest_miss is not None and result.nearest_miss.estimate.over_by_gib > 0
     assert any("GPUs" in h for h in result.hints)
+    assert not any("time-limit" in h for h in result.hints)
+
+
+def test_search_cut_short_by_its_time_limit_says_so() -> None:
+    request = SearchRequest(gpus=2, global_batch=4, seq_len=4096, time_limit_s=1e-9)
+    result = search_plan(tiny_model(h=4096, heads=32), tiny_cluster(0.5), request)
+    assert result.best is None and result.stats.status == "timeout"
+    assert "time-limit" in result.hints[0] and any("GPUs" in h for h in result.hints)
 
 
 def test_time_limit_is_honoured() -> None:
