@@ -29,19 +29,27 @@ def plan(
     target: str = "native",
     top_k: int = 3,
     time_limit_s: float | None = None,
+    memory_headroom_gib: float = 0.0,
     timing: bool = False,
     trace: bool = False,
     progress: Any = None,
 ) -> Plan:
     """Search the fastest plan that fits (keyword names match ``meshplan plan`` flags).
 
+    ``memory_headroom_gib`` keeps that much of every GPU free beyond the estimate: it is added to the
+    cluster's ``runtime_overhead_gib``, so the plan's echoed cluster, its memory breakdown (buffers)
+    and the validator all see it.
+
     Raises :class:`InputError` for bad input and :class:`NoFeasiblePlanError` (with the nearest miss
     and what would make it fit) when nothing fits.
     """
     from search.core import search_plan
 
+    _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s, memory_headroom_gib)
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
-    _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s)
+    if memory_headroom_gib:
+        overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
+        cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k, time_limit_s=time_limit_s)  # type: ignore[arg-type]
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
@@ -55,7 +63,8 @@ def plan(
     return built
 
 
-def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None) -> None:
+def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None,
+                   memory_headroom_gib: float) -> None:
     problems = [f"{name} must be a positive integer (got {value!r})" for name, value in
                 (("gpus", gpus), ("global-batch", global_batch), ("seq-len", seq_len)) if not isinstance(value, int) or value <= 0]
     if target not in ("native", "megatron", "torchtitan", "deepspeed"):
@@ -64,6 +73,8 @@ def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_
         problems.append(f"top-k must be a non-negative integer (got {top_k!r})")
     if time_limit_s is not None and time_limit_s <= 0:
         problems.append(f"time-limit must be positive seconds (got {time_limit_s!r})")
+    if not isinstance(memory_headroom_gib, (int, float)) or not 0 <= memory_headroom_gib < float("inf"):
+        problems.append(f"memory-headroom must be a non-negative number of GiB (got {memory_headroom_gib!r})")
     if problems:
         raise InputError(*problems)
 

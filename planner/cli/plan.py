@@ -55,6 +55,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--top-k", metavar="K", type=_non_negative_int, default=3, help="runners-up to record (default 3)")
     how.add_argument("--time-limit", metavar="SEC", type=_positive_float,
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
+    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative_float, default=0.0,
+                     help="GiB per GPU to keep free beyond the cost model's estimate (default 0)")
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")
     out.add_argument("--json", action="store_true", help="print the plan JSON on stdout instead of the summary")
@@ -84,6 +86,16 @@ def _positive_float(text: str) -> float:
     return value
 
 
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of GiB, got '{text}'") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of GiB, got '{text}'")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     """Search, validate (inside ``planner.plan``), write and summarise; errors leave for ``main``."""
     if args.output is not None and args.output != "-":
@@ -98,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
                          seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
-                         timing=args.timing, trace=args.trace, progress=progress)
+                         memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress)
     finally:
         progress.close()
     print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)
