@@ -17,6 +17,7 @@ Sources:
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -145,9 +146,14 @@ def llama3_runs() -> list[HeldOutRun]:
 
 
 def _error(predicted: float, measured: float | None) -> float | None:
-    if measured is None or measured != measured:
+    """predicted / measured - 1, or None where the source prints no figure (None or NaN)."""
+    if measured is None or math.isnan(measured):
         return None
     return predicted / measured - 1
+
+
+def _cell(error: float | None) -> str:
+    return f"{error:>+7.1%}" if error is not None else f"{'-':>7}"
 
 
 def compare(runs: list[HeldOutRun]) -> list[tuple[HeldOutRun, float, float | None, float | None, float | None]]:
@@ -172,10 +178,9 @@ def _summary(name: str, errors: list[float]) -> str:
 def main() -> int:
     results = compare(korthikanti_runs() + mtnlg_runs() + llama3_runs())
     print(f"{'run':<48} {'measured s':>10} {'predicted s':>11} {'time':>7} {'states':>7} {'acts':>7}")
-    fmt = lambda e: f"{e:>+7.1%}" if e is not None else f"{'-':>7}"  # noqa: E731
     for run, predicted, t, s, a in results:
         measured = f"{run.measured_step_s:>10.2f}" if t is not None else f"{'-':>10}"
-        print(f"{run.label:<48} {measured} {predicted:>11.2f} {fmt(t)} {fmt(s)} {fmt(a)}")
+        print(f"{run.label:<48} {measured} {predicted:>11.2f} {_cell(t)} {_cell(s)} {_cell(a)}")
     print()
     a100 = [t for run, _, t, _, _ in results if t is not None and run.cluster.gpu.name.startswith("a100")]
     h100 = [t for run, _, t, _, _ in results if t is not None and run.cluster.gpu.name.startswith("h100")]

@@ -9,10 +9,7 @@ full s x s work; ``bench/fidelity.py`` converts published figures with each sour
 
 from __future__ import annotations
 
-from costmodel.params import layer_params
 from costmodel.specs import GenericLayer, HeadLayer, Layer, TransformerLayer
-
-__all__ = ["CAUSAL_ATTENTION_FRACTION", "layer_params", "layer_fwd_flops", "model_flops_per_step", "transformer_fwd_flops"]
 
 CAUSAL_ATTENTION_FRACTION = 0.5
 """Share of the s x s attention work a causal mask leaves (model-FLOP convention, see module doc)."""

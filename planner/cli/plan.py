@@ -76,24 +76,23 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
+def _finite_float(text: str, *, zero: bool, unit: str) -> float:
+    """``text`` as a finite number above 0 (or at least 0 with ``zero``), else argparse's error."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got '{text}'") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got '{text}'")
+        value = float("nan")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a {'non-negative' if zero else 'positive'} number of {unit}, got '{text}'")
     return value
+
+
+def _positive_float(text: str) -> float:
+    return _finite_float(text, zero=False, unit="seconds")
 
 
 def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative number of GiB, got '{text}'") from None
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a non-negative number of GiB, got '{text}'")
-    return value
+    return _finite_float(text, zero=True, unit="GiB")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 from costmodel.specs import EmbeddingLayer, ModelSpec, TransformerLayer
 from planner.errors import InputError
 from planner.models.hf_config import load_hf_config
-from planner.models.params import count_active_params, count_params, layer_params
+from costmodel.params import count_active_params, count_params, layer_params
 from planner.models.presets import PRESETS, build_preset, list_presets
 
 __all__ = [

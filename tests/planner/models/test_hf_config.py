@@ -11,7 +11,7 @@ import pytest
 from costmodel.specs import TransformerLayer
 from planner.errors import InputError
 from planner.models.hf_config import load_hf_config
-from planner.models.params import count_active_params, count_params
+from costmodel.params import count_active_params, count_params
 from planner.models.presets import build_preset
 
 # Fields as published in each checkpoint's config.json on the Hugging Face Hub.

@@ -13,7 +13,7 @@ from costmodel.specs import (
     NormLayer,
     TransformerLayer,
 )
-from planner.models.params import (
+from costmodel.params import (
     attention_params,
     count_active_params,
     count_params,
