@@ -36,10 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.specs import ClusterSpec  # noqa: E402
 from costmodel.step import STEP_FIXED_S, estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.published import PublishedRun, load_runs  # noqa: E402
+from planner.published import PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
 from profiles import list_gpus  # noqa: E402
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_runs.csv"
+DEFAULT_CSV = PUBLISHED_RUNS_CSV
 MAMF: dict[str, float] = {
     "v100-sxm2-32gb": 0.803,
     "a100-40gb": 271.2 / 312,

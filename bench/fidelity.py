@@ -1,4 +1,4 @@
-"""Compare predicted step times with every comparable published run (../shared/reference).
+"""Compare predicted step times with every comparable published run (planner/reference/published_runs.csv).
 
 Usage: python bench/fidelity.py [path/to/published_runs.csv]
 Prints per-row predicted vs measured step time and the error, then mean and max absolute error per
@@ -14,9 +14,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from costmodel.step import estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.published import ASSUMPTIONS, load_runs  # noqa: E402
+from planner.published import ASSUMPTIONS, PUBLISHED_RUNS_CSV, load_runs  # noqa: E402
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_runs.csv"
+DEFAULT_CSV = PUBLISHED_RUNS_CSV
 
 
 def main(argv: list[str]) -> int:

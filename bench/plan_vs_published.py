@@ -21,12 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.step import estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
 from planner.plans import build_plan, summary  # noqa: E402
-from planner.published import load_runs  # noqa: E402
+from planner.published import PUBLISHED_RUNS_CSV, load_runs  # noqa: E402
 from planner.validate import plan_problems  # noqa: E402
 from search.core import search_plan  # noqa: E402
 from search.types import SearchRequest  # noqa: E402
 
-DEFAULT_CSV = Path(__file__).resolve().parents[2] / "shared" / "reference" / "published_runs.csv"
+DEFAULT_CSV = PUBLISHED_RUNS_CSV
 EXPERT_CONFIGS = [
     # (label, model, cluster, configuration as experts publish it); compared only, never fitted to.
     ("Llama 3.1 405B, Llama 3 paper layout", "llama3.1-405b", "dgx-h100",

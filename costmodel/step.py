@@ -31,7 +31,7 @@ gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that
 queue, data loading and logging. Published end-to-end throughputs include it (Megatron-LM README:
 "include all operations including data loading, optimizer steps, communication, and even logging").
 Host-side time does not scale with the accelerator, so one global value: fitted by
-``bench/calibrate.py`` on the shared published runs (``../shared/reference/published_runs.csv``)."""
+``bench/calibrate.py`` on the shared published runs (``planner/reference/published_runs.csv``, a copy of the shared reference file)."""
 FRAGMENTATION = 0.05
 """Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
 

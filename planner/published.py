@@ -1,6 +1,7 @@
 """Published training runs as cost-model inputs, and their measured figures as step times.
 
-Reads ``published_runs.csv`` (see ``shared/reference/README.md``): each row becomes a model, a cluster
+Reads ``published_runs.csv`` (kept in the repository beside this module, ``planner/reference/``,
+with its README naming every source): each row becomes a model, a cluster
 and a parallel configuration, and its measured throughput becomes a step time through the source's
 own FLOP formula. Where a row leaves a setting unstated, the assumption is made here, once, in
 :data:`ASSUMPTIONS` and the ``_<source>`` functions, and reported with the row.
@@ -57,6 +58,9 @@ ASSUMPTIONS: dict[str, str] = {
 }
 """One statement per source of every setting its rows leave unstated, applied to all its rows."""
 
+PUBLISHED_RUNS_CSV = Path(__file__).resolve().parent / "reference" / "published_runs.csv"
+"""The published runs the cost model is calibrated and checked on (a copy kept inside the repository)."""
+
 DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 """DeepSpeed ZeRO-3 ``stage3_prefetch_bucket_size`` default (docs, config-json: 5e7 parameters)."""
 
@@ -87,8 +91,12 @@ def _int(row: dict[str, str], key: str, default: int | None = None) -> int | Non
 
 
 def source_key(row: dict[str, str]) -> str:
-    """Short name of a row's source: narayanan, megatron, mosaicml or shoeybi."""
+    """Short name of a row's source: narayanan, megatron, mosaicml, shoeybi, torchtitan or nemo."""
     src = row["source"]
+    if src.startswith("pytorch/torchtitan"):
+        return "torchtitan"
+    if src.startswith("NVIDIA/NeMo"):
+        return "nemo"
     if src.startswith("Efficient Large-Scale"):
         return "narayanan"
     if src.startswith("NVIDIA/Megatron-LM"):
@@ -265,6 +273,9 @@ def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str,
     with open(csv_path, newline="") as handle:
         for i, row in enumerate(csv.DictReader(handle)):
             label = f"{i + 2:>2} {row['model']} @{row['num_gpus']}"
+            if source_key(row) not in builders:
+                skipped.append((label, f"{source_key(row)} runs are not modelled yet"))
+                continue
             step = measured_step_time(row)
             if step is None or not row["tp"] and source_key(row) == "megatron":
                 skipped.append((label, "parallel configuration or throughput not published"))

@@ -11,9 +11,9 @@ import pytest
 
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
-from planner.published import hardware_flops_96, load_runs, model_flops_72
+from planner.published import PUBLISHED_RUNS_CSV, hardware_flops_96, load_runs, model_flops_72
 
-CSV = Path(__file__).resolve().parents[3] / "shared" / "reference" / "published_runs.csv"
+CSV = PUBLISHED_RUNS_CSV
 
 
 @pytest.fixture(scope="module")
