@@ -20,6 +20,11 @@ NormKind = Literal["layernorm", "rmsnorm"]
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["1f1b", "interleaved-1f1b", "gpipe", "zb-h1"]
 AttentionImpl = Literal["flash", "eager"]
+Engine = Literal["native", "megatron", "torchtitan", "deepspeed"]
+"""The training engine whose behaviour the estimate models (``costmodel.engines``); ``native`` is
+meshplan's idealised engine (Megatron-like, every overlap where the configuration allows it)."""
+Precision = Literal["bf16", "fp8"]
+"""GEMM precision: bf16, or FP8 GEMMs with bf16 elsewhere (``costmodel.precision``)."""
 
 
 # ----------------------------------------------------------------------------------------------
@@ -184,6 +189,17 @@ class GPUSpec(BaseModel):
     """Memory capacity usable by the framework, GiB."""
     hbm_bandwidth_gbps: float = Field(gt=0)
     """Memory bandwidth, GB/s."""
+    peak_fp8_tflops: float | None = Field(default=None, gt=0)
+    """Dense FP8 tensor-core peak, TFLOP/s; None where the GPU has no FP8 tensor cores."""
+    fp8_mamf_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured FP8 GEMM ceiling over the FP8 peak (Maximum Achievable Matmul FLOPS)."""
+    bf16_mamf_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured BF16 GEMM ceiling over the BF16 peak; with ``fp8_mamf_fraction`` it gives the FP8
+    speed-up of a GEMM relative to the calibrated BF16 efficiency."""
+    mxfp8: bool = False
+    """FP8 GEMMs use MX block scaling (one scale per 32 elements in hardware: Blackwell)."""
+    tdp_w: float | None = Field(default=None, gt=0)
+    """Board power at which the peak clocks are sustained, W (for power-capped clusters)."""
     source: str = ""
 
 
@@ -207,6 +223,11 @@ class EfficiencySpec(BaseModel):
     """Compute slowdown while a collective runs concurrently (fraction of the hidden comm time)."""
     kernel_overhead_us: float = Field(default=5.0, ge=0)
     """Fixed time per kernel launch (host/launch and tail), microseconds."""
+    step_fixed_s: float = Field(default=0.14, ge=0)
+    """Fixed time per training step outside the layers' kernels (optimizer and gradient-norm
+    launches, loss / overflow synchronisations, data loading, logging), seconds. The default is the
+    value ``bench/calibrate.py`` fits on the shared published runs (``costmodel.step.STEP_FIXED_S``);
+    a measured cluster (``meshplan calibrate``) states its own."""
 
 
 class ClusterSpec(BaseModel):
@@ -227,6 +248,13 @@ class ClusterSpec(BaseModel):
     efficiency: EfficiencySpec
     runtime_overhead_gib: float = Field(default=1.0, ge=0)
     """Memory taken by the CUDA context, NCCL and framework before any tensor, GiB."""
+    power_limit_w: float | None = Field(default=None, gt=0)
+    """Power cap set on every GPU, W (None: the GPU's TDP); lowers sustained clocks (``costmodel.power``)."""
+    sustained_clock_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured sustained tensor-core clock over the boost clock under training load; overrides the
+    estimate from ``power_limit_w``."""
+    host_link_bandwidth_gbps: float | None = Field(default=None, gt=0)
+    """Unidirectional GPU-host bandwidth per GPU (PCIe / C2C), GB/s, for offloading; None = no offload."""
     source: str = ""
 
 
@@ -282,6 +310,16 @@ class ParallelConfig(BaseModel):
     zero3_bucket_params: int = Field(default=0, ge=0)
     """Parameters fetched per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit).
     DeepSpeed fetches in ``stage3_prefetch_bucket_size`` buckets (default 50,000,000)."""
+    engine: Engine = "native"
+    """Training engine whose implementation choices the estimate models (``costmodel.engines``)."""
+    precision: Precision = "bf16"
+    """GEMM precision of the transformer blocks' projections (``costmodel.precision``)."""
+    compile: bool | None = None
+    """Elementwise ops fused into few kernels (torch.compile for torchtitan; Megatron's and
+    DeepSpeed's hand-fused kernels); False runs them op by op (PyTorch eager). None: the engine's
+    default (``costmodel.engines``)."""
+    loss_fusion: bool | None = None
+    """Fused cross-entropy (Megatron ``--cross-entropy-loss-fusion``); None: the engine's default."""
 
     @property
     def num_gpus(self) -> int:

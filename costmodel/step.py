@@ -16,7 +16,7 @@ from costmodel.local import LocalConfig
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
 from costmodel.pipeline import p2p_exposed, pipeline_time_folded
 from costmodel.ranks import Ranks, RankSums, rank_costs
-from costmodel.specs import ParallelConfig
+from costmodel.specs import EfficiencySpec, ParallelConfig
 from costmodel.table import CostTable
 
 ADAM_BYTES_PER_PARAM = 30
@@ -25,13 +25,14 @@ ADAM_BYTES_PER_PARAM = 30
 GRAD_BUCKET_PARAMS = 40_000_000
 """Megatron DDP gradient bucket size in parameters (``--ddp-bucket-size`` default 40M): the last
 bucket's reduction cannot overlap backward."""
-STEP_FIXED_S = 0.14
-"""Fixed time per training step outside the layers' kernels: launching the optimizer and
+STEP_FIXED_S: float = EfficiencySpec.model_fields["step_fixed_s"].default
+"""Default fixed time per training step outside the layers' kernels: launching the optimizer and
 gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that drain the GPU's
 queue, data loading and logging. Published end-to-end throughputs include it (Megatron-LM README:
 "include all operations including data loading, optimizer steps, communication, and even logging").
 Host-side time does not scale with the accelerator, so one global value: fitted by
-``bench/calibrate.py`` on the shared published runs (``planner/reference/published_runs.csv``, a copy of the shared reference file)."""
+``bench/calibrate.py`` on the shared published runs (``planner/reference/published_runs.csv``, a copy of the shared reference file).
+It is the default of ``EfficiencySpec.step_fixed_s``; a cluster file may state its own (``meshplan calibrate``)."""
 FRAGMENTATION = 0.05
 """Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
 
@@ -209,13 +210,13 @@ def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple[comm.
 
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
     """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, plus the
-    step's fixed cost (:data:`STEP_FIXED_S`)."""
+    step's fixed cost (the cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`)."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
     local = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
-    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + STEP_FIXED_S
+    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s
 
 
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from costmodel.specs import ClusterSpec, GPUSpec
+from costmodel.specs import ClusterSpec, EfficiencySpec, GPUSpec
 from profiles.errors import ProfileError
 
 GPU_META_KEYS = ("efficiency", "sources", "default_cluster", "aliases")
@@ -112,7 +112,8 @@ def build_cluster(
     fields.setdefault("name", name)
     fields.update(gpu=gpu.spec, efficiency={**gpu.efficiency, **overrides})
     spec = validate(ClusterSpec, fields, where)
-    return ClusterEntry(spec=spec, sources=_merge_sources(gpu, overrides, read_sources(obj, where)))
+    sources = _merge_sources(gpu, overrides, read_sources(obj, where))
+    return ClusterEntry(spec=spec, sources={**_default_sources({**gpu.efficiency, **overrides}), **sources})
 
 
 def read_sources(obj: Mapping[str, Any], where: str, prefix: str = "") -> dict[str, str]:
@@ -156,6 +157,16 @@ def _merge_sources(
             merged[f"gpu.{key}"] = text
     merged.update(cluster_sources)
     return merged
+
+
+def _default_sources(stated: Mapping[str, Any]) -> dict[str, str]:
+    """Citations of the efficiency fields an entry leaves at :class:`EfficiencySpec`'s default: the
+    field's own documentation, which names where the default comes from."""
+    return {
+        f"efficiency.{name}": f"EfficiencySpec default {info.default}: {' '.join((info.description or '').split())}"
+        for name, info in EfficiencySpec.model_fields.items()
+        if name not in stated and not info.is_required()
+    }
 
 
 def _json_type(value: object) -> str:
