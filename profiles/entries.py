@@ -18,8 +18,11 @@ from profiles.errors import ProfileError
 
 GPU_META_KEYS = ("efficiency", "sources", "default_cluster", "aliases")
 """Keys of a GPU entry that are not :class:`GPUSpec` fields."""
-CLUSTER_META_KEYS = ("gpu", "efficiency", "sources")
-"""Keys of a cluster entry the loader resolves itself before validating a :class:`ClusterSpec`."""
+CLUSTER_META_KEYS = ("gpu", "efficiency", "sources", "measurements", "calibration")
+"""Keys of a cluster entry the loader resolves itself before validating a :class:`ClusterSpec`.
+``measurements`` (raw microbenchmark results, ``meshplan profile``) and ``calibration`` (the fit that
+produced the efficiencies, ``meshplan calibrate``) are kept beside the numbers for the reader: JSON
+objects the cost model does not read."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +111,8 @@ def build_cluster(
     gpu_raw = obj["gpu"]
     gpu = find_gpu(gpu_raw, where) if isinstance(gpu_raw, str) else build_gpu(gpu_raw, where)
     overrides = as_object(obj.get("efficiency", {}), where, "efficiency")
+    for key in ("measurements", "calibration"):
+        as_object(obj.get(key, {}), where, key)
     fields = {k: v for k, v in obj.items() if k not in CLUSTER_META_KEYS}
     fields.setdefault("name", name)
     fields.update(gpu=gpu.spec, efficiency={**gpu.efficiency, **overrides})
