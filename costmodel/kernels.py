@@ -16,16 +16,34 @@ from __future__ import annotations
 from costmodel.specs import ClusterSpec
 
 
-def gemm_time(cluster: ClusterSpec, flops: float) -> float:
-    """Seconds for one GEMM of ``flops`` FLOPs on one GPU (0 for an empty GEMM)."""
+POWER_CLOCK_EXPONENT = 1.0 / 3.0
+"""Sustained clock over boost clock under a power cap: (cap / TDP)^(1/3). Dynamic power is C·V²·f
+and, in the DVFS range, voltage scales with frequency, so power goes as f³ (Weste & Harris, "CMOS
+VLSI Design", dynamic power; the cube law used for DVFS); a cluster that measured its sustained
+clocks states ``sustained_clock_fraction`` instead. [derived]"""
+
+
+def clock_fraction(cluster: ClusterSpec) -> float:
+    """Fraction of the tensor-core peak a power-capped GPU sustains (1 without a cap)."""
+    if cluster.sustained_clock_fraction is not None:
+        return cluster.sustained_clock_fraction
+    limit, tdp = cluster.power_limit_w, cluster.gpu.tdp_w
+    if limit is None or tdp is None or limit >= tdp:
+        return 1.0
+    return (limit / tdp) ** POWER_CLOCK_EXPONENT
+
+
+def gemm_time(cluster: ClusterSpec, flops: float, speedup: float = 1.0) -> float:
+    """Seconds for one GEMM of ``flops`` FLOPs on one GPU (0 for an empty GEMM); ``speedup`` is the
+    FP8 over BF16 rate of an FP8 GEMM (``costmodel.precision``), which leaves the fixed cost alone."""
     if flops <= 0:
         return 0.0
     eff = cluster.efficiency
     half = eff.gemm_half_gflop * 1e9
-    return (flops + half) / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.gemm_max)
+    return (flops / speedup + half) / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.gemm_max * clock_fraction(cluster))
 
 
-def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float = 1) -> float:
+def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float = 1, speedup: float = 1.0) -> float:
     """Seconds for ``count`` GEMMs (m x k)(k x n) in bf16, run as one (batched) kernel: the roofline
     of :func:`gemm_time` on all their FLOPs and the time to stream A, B and C through HBM, whichever
     is longer (Williams, Waterman & Patterson, "Roofline", CACM 2009; Calculon's ``roofline`` op
@@ -34,9 +52,10 @@ def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float
     ones. One kernel pays the size penalty once (a batched ``bmm`` over heads, a grouped expert GEMM)."""
     if m <= 0 or n <= 0 or k <= 0 or count <= 0:
         return 0.0
-    nbytes = 2.0 * count * (m * k + k * n + m * n)
+    operand = 1.0 if speedup > 1.0 else 2.0
+    nbytes = count * (operand * (m * k + k * n) + 2.0 * m * n)
     traffic = nbytes / (cluster.gpu.hbm_bandwidth_gbps * 1e9 * cluster.efficiency.memory)
-    return max(gemm_time(cluster, 2.0 * m * n * k * count), traffic)
+    return max(gemm_time(cluster, 2.0 * m * n * k * count, speedup), traffic)
 
 
 FLASH_REFERENCE_HEAD_DIM = 128
@@ -54,7 +73,8 @@ def attention_time(cluster: ClusterSpec, flops: float, head_dim: int = FLASH_REF
         return 0.0
     eff = cluster.efficiency
     narrow = min(1.0, (head_dim / FLASH_REFERENCE_HEAD_DIM) ** 0.5)
-    return flops / (cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention * narrow) + eff.kernel_overhead_us * 1e-6
+    rate = cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention * narrow * clock_fraction(cluster)
+    return flops / rate + eff.kernel_overhead_us * 1e-6
 
 
 def memory_time(cluster: ClusterSpec, nbytes: float, kernels: int = 1) -> float:

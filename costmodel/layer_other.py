@@ -63,20 +63,26 @@ def norm_cost(layer: NormLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
 
 
 def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
-    """Output projection to a vocabulary split over TP (2·b·s·h·V/t forward) and the vocab-parallel
-    cross-entropy over fp32 logits (:data:`CE_FWD_BYTES_PER_LOGIT` forward, :data:`CE_BWD_BYTES_PER_LOGIT`
-    backward, in 6 and 2 kernels).
-    TP costs one b·s·h all-reduce volume: of the input gradient (column-parallel), or an all-gather
-    forward and a reduce-scatter backward under SP. The logits of one
-    micro-batch are transient: in 1F1B its backward follows at once on the last stage."""
+    """Output projection to a vocabulary split over TP (2·b·s·h·V/t forward, bf16 under FP8 too) and
+    the cross-entropy over fp32 logits, with the engine's traffic per logit (``costmodel.engines``:
+    Megatron's vocab-parallel loss :data:`CE_FWD_BYTES_PER_LOGIT` / :data:`CE_BWD_BYTES_PER_LOGIT`
+    in 6 and 2 kernels, its fused loss, or torchtitan's eager ``cross_entropy`` on ``.float()``
+    logits). TP costs one b·s·h all-reduce volume: of the input gradient (column-parallel), or an
+    all-gather forward and a reduce-scatter backward under SP. The logits of one micro-batch are
+    transient: in 1F1B its backward follows at once on the last stage."""
+    terms = cfg.terms
+    ce_f, ce_b, k_f, k_b = (
+        (terms.ce_fwd_bytes, terms.ce_bwd_bytes, terms.ce_fwd_kernels, terms.ce_bwd_kernels)
+        if terms is not None else (CE_FWD_BYTES_PER_LOGIT, CE_BWD_BYTES_PER_LOGIT, 6, 2)
+    )
     logits = cfg.tokens * layer.vocab_size / cfg.tp
     gemm = matmul_time(cluster, cfg.tokens, layer.vocab_size / cfg.tp, layer.hidden_size)
-    fwd = gemm + memory_time(cluster, CE_FWD_BYTES_PER_LOGIT * logits, kernels=6)
-    bwd = 2 * gemm + memory_time(cluster, CE_BWD_BYTES_PER_LOGIT * logits, kernels=2)
+    fwd = gemm + memory_time(cluster, ce_f * logits, kernels=k_f)
+    bwd = 2 * gemm + memory_time(cluster, ce_b * logits, kernels=k_b)
     tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
     params = layer_params(layer) / cfg.tp
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div
-    work = logits * (LOGIT_BYTES + ACT_BYTES)
+    work = logits * (terms.logit_work_bytes if terms is not None else LOGIT_BYTES + ACT_BYTES)
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, 0.0)
 
 

@@ -7,31 +7,74 @@ import math
 from costmodel import comm
 from costmodel.flops import CAUSAL_ATTENTION_FRACTION, attention_context, ffn_matrices
 from costmodel.params import expert_params, layer_params, norm_params
+from costmodel.engines import EAGER_ELEMENTWISE_TRAFFIC, sac_saved_matmuls
 from costmodel.kernels import attention_time, matmul_time, memory_time
+from costmodel.precision import cast_bytes_per_element
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
-from costmodel.memory import transformer_activation_bytes
+from costmodel.activations import block_activation_bytes
 from costmodel.specs import ClusterSpec, TransformerLayer
 
 
-def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> float:
-    """Forward time of a block's projections, by GEMM shape (m tokens, k in, n out), under TP's
-    column (QKV, FC1) and row (out-projection, FC2) splits (Shoeybi et al. 2019 §3)."""
-    t, h, m = cfg.tp, layer.hidden_size, cfg.tokens
+def _projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float, float, float]]:
+    """The dense block's projections in execution order as (n, k, output width) per token on one
+    rank, under TP's column (QKV, FC1) and row (out-projection, FC2) splits (Shoeybi et al. 2019
+    §3). Megatron fuses Q, K and V into one GEMM (and gate and up); torchtitan runs ``wq``, ``wk``,
+    ``wv``, ``wo``, ``w1``, ``w3``, ``w2`` one by one (torchtitan/models/llama/model.py)."""
+    t, h = cfg.tp, layer.hidden_size
+    q, kv, f = layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim, layer.ffn_hidden_size
+    gated = ffn_matrices(layer) == 3
+    if cfg.terms is not None and cfg.terms.op_level_selective:
+        attn = [(q / t, h, q / t), (kv / t, h, kv / t), (kv / t, h, kv / t), (h, q / t, h)]
+        mlp = [(f / t, h, f / t)] + ([(f / t, h, f / t)] if gated else []) + [(h, f / t, h)]
+    else:
+        attn = [((q + 2 * kv) / t, h, (q + 2 * kv) / t), (h, q / t, h)]
+        up = (ffn_matrices(layer) - 1) * f
+        mlp = [(up / t, h, up / t), (h, f / t, h)]
+    return attn + ([] if layer.is_moe else mlp)
+
+
+def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
+    """(forward time of a block's projections, of which the matmuls torchtitan's op-level selective
+    checkpointing recomputes: every other one, ``costmodel.engines.sac_saved_matmuls``). FP8 runs
+    the projections and experts at ``cfg.fp8_speedup``; the router stays bf16."""
+    m, h, x = cfg.tokens, layer.hidden_size, cfg.fp8_speedup
+    shapes = _projections(layer, cfg)
+    times = [matmul_time(cluster, m, n, k, 1, x) for n, k, _ in shapes]
+    saved = sac_saved_matmuls([w for _, _, w in shapes])
+    time = sum(times)
+    recomputed = sum(tt for tt, keep in zip(times, saved) if not keep)
+    t = cfg.tp
     q, kv = layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
-    up = (ffn_matrices(layer) - 1) * layer.ffn_hidden_size
-    time = matmul_time(cluster, m, (q + 2 * kv) / t, h) + matmul_time(cluster, m, h, q / t)
     if layer.cross_attention:
-        time += matmul_time(cluster, m, (2 * q + 2 * kv) / t, h) + matmul_time(cluster, m, h, q / t)
+        time += matmul_time(cluster, m, (2 * q + 2 * kv) / t, h, 1, x) + matmul_time(cluster, m, h, q / t, 1, x)
     if not layer.is_moe:
-        return time + matmul_time(cluster, m, up / t, h) + matmul_time(cluster, m, h, layer.ffn_hidden_size / t)
+        return time, recomputed
+    up = (ffn_matrices(layer) - 1) * layer.ffn_hidden_size
     local = max(1, layer.num_experts // cfg.ep)
     routed = m * layer.moe_top_k * cfg.ep / layer.num_experts
-    time += matmul_time(cluster, routed, up / t, h, local) + matmul_time(cluster, routed, h, layer.ffn_hidden_size / t, local)
+    time += matmul_time(cluster, routed, up / t, h, local, x) + matmul_time(cluster, routed, h, layer.ffn_hidden_size / t, local, x)
     time += matmul_time(cluster, m, layer.num_experts, h)
     shared = layer.shared_expert_ffn_hidden_size
     if shared:
-        time += matmul_time(cluster, m, (ffn_matrices(layer) - 1) * shared / t, h) + matmul_time(cluster, m, h, shared / t)
-    return time
+        time += matmul_time(cluster, m, (ffn_matrices(layer) - 1) * shared / t, h, 1, x) + matmul_time(cluster, m, h, shared / t, 1, x)
+    return time, recomputed
+
+
+def _fp8_cast_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
+    """(forward, backward) time of FP8 quantisation: every projection's input activation forward and
+    its output gradient backward, at ``costmodel.precision.cast_bytes_per_element`` each; torchao
+    (dynamic scaling, inputs kept in bf16) also recasts each weight forward and backward."""
+    if not cfg.fp8:
+        return 0.0, 0.0
+    terms = cfg.terms
+    dynamic = bool(terms and terms.fp8_dynamic_scaling)
+    per = cast_bytes_per_element(cluster, dynamic, bool(terms is None or terms.fused))
+    shapes = _projections(layer, cfg)
+    inputs = cfg.tokens * sum(k for _, k, _ in shapes)
+    grads = cfg.tokens * sum(n for n, _, _ in shapes)
+    weights = sum(n * k for n, k, _ in shapes) * (per if dynamic else 0.0)
+    kernels = len(shapes)
+    return memory_time(cluster, per * inputs + weights, kernels), memory_time(cluster, per * grads + weights, kernels)
 
 
 def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float, float, float]:
@@ -40,9 +83,12 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     Backward GEMMs cost 2x forward (dgrad + wgrad); FlashAttention backward 2.5x forward (it recomputes
     QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work) as one
     batched GEMM over all heads, plus the softmax and dropout passes over the s x s scores.
+    Elementwise ops run op by op move :data:`costmodel.engines.EAGER_ELEMENTWISE_TRAFFIC` times the
+    bytes of fused kernels. Selective recomputation re-runs the attention core (Megatron) or every
+    other matmul and every elementwise op (torchtitan's op-level policy).
     """
     t = cfg.tp
-    gemms = _gemms_time(layer, cfg, cluster)
+    gemms, sac_gemms = _gemms_time(layer, cfg, cluster)
     frac = CAUSAL_ATTENTION_FRACTION if cfg.flash else 1.0
     core = 4.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * layer.num_heads * layer.head_dim / t
     if cfg.flash:
@@ -55,22 +101,55 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
         attn_f = 2 * matmul_time(cluster, per_head, cfg.seq_len, layer.head_dim, heads * cfg.micro_batch)
         attn_b = 2 * attn_f
         drop = 2.5 if layer.dropout else 0.0
-        softmax_bytes = (2.0 + drop) * ACT_BYTES * cfg.tokens * heads * cfg.seq_len
-    mem_f = memory_time(cluster, _elementwise_bytes(layer, cfg) + softmax_bytes, kernels=6)
-    fwd = gemms + attn_f + mem_f
-    bwd = 2 * gemms + attn_b + 2 * mem_f
-    selective = 0.0 if cfg.flash else attn_f + memory_time(cluster, softmax_bytes, kernels=2)
+        fused = cfg.terms is None or cfg.terms.fused
+        chain = 2.0 if fused else 2.0 + EAGER_SCALE_MASK_PASSES
+        softmax_bytes = (chain + drop) * ACT_BYTES * cfg.tokens * heads * cfg.seq_len
+    fused = cfg.terms is None or cfg.terms.fused
+    elementwise = _elementwise_bytes(layer, cfg) * (1.0 if fused else EAGER_ELEMENTWISE_TRAFFIC)
+    mem_f = memory_time(cluster, elementwise + softmax_bytes, kernels=6 if fused else 18)
+    cast_f, cast_b = _fp8_cast_time(layer, cfg, cluster)
+    fwd = gemms + attn_f + mem_f + cast_f
+    bwd = 2 * gemms + attn_b + 2 * mem_f + cast_b
+    if cfg.terms is not None and cfg.terms.op_level_selective:
+        selective = sac_gemms + mem_f + cast_f
+    else:
+        selective = 0.0 if cfg.flash else attn_f + memory_time(cluster, softmax_bytes, kernels=2)
     return fwd, bwd, selective, attn_f + attn_b
 
 
 def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """HBM bytes of a block's memory-bound forward ops: 2 norms, 2 residual adds, dropouts (replicated
-    across TP unless SP), and the activation function (split by TP). Element counts per token: norm
-    2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f (read gate and up, write)."""
-    h = layer.hidden_size
-    repl = 4 * h + 6 * h + (4 * h if layer.dropout else 0)
-    act = (3 if layer.ffn_act == "swiglu" else 2) * layer.ffn_hidden_size * max(1, layer.moe_top_k)
+    across TP unless SP), and the activation function (split by TP). Element counts per token, as
+    fused kernels run them: norm 2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f
+    (read gate and up, write). Op by op (eager PyTorch, ``costmodel.engines``) a block moves
+    :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm element, 5f for SwiGLU (``silu`` then the product) and
+    :data:`EAGER_ROTARY_ELEMENTS` per query and key element for rotary embeddings."""
+    h, f = layer.hidden_size, layer.ffn_hidden_size * max(1, layer.moe_top_k)
+    fused = cfg.terms is None or cfg.terms.fused
+    rms = layer.norm == "rmsnorm" and not fused
+    norm = EAGER_RMSNORM_ELEMENTS if rms else 2
+    repl = 2 * norm * h + 6 * h + (4 * h if layer.dropout else 0)
+    act = (3 if fused else 5) * f if layer.ffn_act == "swiglu" else 2 * f
+    if rms:
+        act += EAGER_ROTARY_ELEMENTS * (layer.num_heads + layer.num_kv_heads) * layer.head_dim
     return ACT_BYTES * cfg.tokens * (repl / cfg.sp_div + act / cfg.tp)
+
+
+EAGER_SCALE_MASK_PASSES = 6.0
+"""Element reads and writes per attention score that unfused eager attention adds before the softmax:
+scaling by 1/sqrt(d), then the causal mask as a multiply and a subtract (Megatron-LM 2019
+``model/gpt2_modeling.py`` / ``mpu/transformer.py``: ``scores / sqrt(d)``, ``scores * mask - 10000 *
+(1 - mask)``), each reading and writing the s x s scores; Megatron's fused scale-mask-softmax kernel
+(added after, megatron/fused_kernels) does it in the softmax's one pass. [derived, op by op]"""
+EAGER_RMSNORM_ELEMENTS = 14
+"""2-byte element equivalents an eager RMSNorm moves per input element (torchtitan/models/norms.py
+``x.float()``, ``pow(2).mean`` (one reduction kernel), ``* rsqrt``, ``type_as``, ``* weight``:
+read 2 + write 4, read 4, read 4 + write 4, read 4 + write 2, read 2 + write 2 = 28 bytes) against
+the fused kernel's read and write (2). [derived, op by op]"""
+EAGER_ROTARY_ELEMENTS = 10
+"""2-byte element equivalents eager rotary embedding moves per query / key element (torchtitan
+``apply_rotary_emb``: ``.float()`` read 2 + write 4, complex multiply read 4 + write 4, ``type_as``
+read 4 + write 2 = 20 bytes); fused (compiled) it is part of the QKV epilogue. [derived, op by op]"""
 
 
 def tp_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, hidden_size: int) -> float:
@@ -96,7 +175,7 @@ def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: Cluster
     ep_link = _ep_comm(layer, cfg, cluster)
     local = _transformer_local_params(layer, cfg)
     z3_link, z3_exposed = _zero3_comm(local[0], cfg, cluster, fwd, bwd)
-    act, work = transformer_activation_bytes(layer, cfg)
+    act, work = block_activation_bytes(layer, cfg, [w for _, _, w in _projections(layer, cfg)])
     links = {"tp": tp_link, "cp": cp_link, "ep": ep_link, "dp": z3_link}
     exposed = tp_exposed + cp_exposed + ep_link + z3_exposed
     hidden = (tp_link - tp_exposed) + (cp_link - cp_exposed) + (z3_link - z3_exposed)

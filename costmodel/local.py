@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from costmodel.engines import EngineTerms
 from costmodel.specs import Recompute
 
 ACT_BYTES = 2
@@ -32,9 +33,17 @@ class LocalConfig:
     grad_reduce_bytes: int = 4
     tp_comm_overlap: bool = False
     zero3_bucket_params: int = 0
+    """Parameters per ZeRO-3 collective (0: one per layer); each collective pays the ring latency."""
     zero3_overlap: bool = True
     """ZeRO-3 gathers are prefetched behind compute (False: fetched on demand, fully exposed)."""
-    """Parameters per ZeRO-3 collective (0: one per layer); each collective pays the ring latency."""
+    terms: EngineTerms | None = None
+    """The engine's behaviour (``costmodel.engines``); None = the native engine."""
+    fp8_speedup: float = 1.0
+    """FP8 over BF16 GEMM rate of the blocks' projections (``costmodel.precision``); 1 = bf16."""
+
+    @property
+    def fp8(self) -> bool:
+        return self.fp8_speedup > 1.0
 
     @property
     def tokens(self) -> float:

@@ -320,6 +320,13 @@ class ParallelConfig(BaseModel):
     default (``costmodel.engines``)."""
     loss_fusion: bool | None = None
     """Fused cross-entropy (Megatron ``--cross-entropy-loss-fusion``); None: the engine's default."""
+    offload_optimizer: bool = False
+    """Optimizer states and fp32 master weights live in host memory and the step runs on the CPU
+    (DeepSpeed ZeRO-Offload, Megatron ``--optimizer-cpu-offload``, FSDP2 ``CPUOffloadPolicy``);
+    needs the cluster's ``host_link_bandwidth_gbps``."""
+    offload_activations: bool = False
+    """Stored activations are copied to host memory after the forward and back before the backward
+    (Megatron ``--cpu-offloading``; DeepSpeed ``cpu_checkpointing``)."""
 
     @property
     def num_gpus(self) -> int:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from costmodel import comm
+from costmodel.engines import EngineTerms, engine_terms
+from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
 from costmodel.pipeline import p2p_exposed, pipeline_time_folded
@@ -35,6 +37,14 @@ Host-side time does not scale with the accelerator, so one global value: fitted 
 It is the default of ``EfficiencySpec.step_fixed_s``; a cluster file may state its own (``meshplan calibrate``)."""
 FRAGMENTATION = 0.05
 """Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
+FSDP2_STATE_BYTES = (4, 4, 8)
+"""Sharded bytes per parameter under FSDP2 mixed precision (torchtitan): the fp32 parameter (the
+master copy), its fp32 gradient, Adam's m and v (torch.distributed.fsdp ``MixedPrecisionPolicy``:
+bf16 exists only while a unit is gathered)."""
+FSDP2_UNIT_BYTES = 10
+"""Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
+parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
+copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +104,8 @@ def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> Local
         tp_comm_overlap=cfg.tp_comm_overlap,
         zero3_bucket_params=cfg.zero3_bucket_params,
         zero3_overlap=cfg.overlap_param_gather,
+        terms=engine_terms(cfg),
+        fp8_speedup=fp8_gemm_speedup(table.cluster) if cfg.precision == "fp8" else 1.0,
     )
 
 
@@ -150,7 +162,7 @@ def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> t
     one = comm.send_recv(cluster, full / (1 if sp else cfg.tp), across)
     if cfg.tp > 1 and not sp:
         one += comm.all_gather(cluster, comm.place_group(cfg.tp, 1, cluster.gpus_per_node), full)
-    interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1
+    interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and engine_terms(cfg).p2p_overlapped
     exposed = p2p_exposed(one, cfg.pp, m, cfg.vpp, overlapped=interleaved)
     return 2 * m * cfg.vpp * one, exposed
 
@@ -184,7 +196,7 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
         red = per_step * (dense_red(dense * cfg.grad_reduce_bytes) + expert_red(expert * cfg.grad_reduce_bytes))
         gather = dense_ag(dense * cfg.param_bytes) + expert_ag(expert * cfg.param_bytes) if cfg.zero else 0.0
         red_exposed = red
-        if cfg.overlap_grad_reduce:
+        if cfg.overlap_grad_reduce and not (cfg.pp > 1 and engine_terms(cfg).dp_after_flush):
             bucket = min(1.0, GRAD_BUCKET_PARAMS / max(t.params, 1.0))
             red_exposed = max(red * bucket, red - t.bwd_s * per_step)
         gather_exposed = max(0.0, gather - t.fwd_s) if cfg.overlap_param_gather else gather
@@ -216,7 +228,8 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
     local = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
-    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s
+    host = cfg.num_microbatches * engine_terms(cfg).microbatch_host_s
+    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
 
 
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
@@ -224,12 +237,13 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
     sharded over their groups), activations of the in-flight micro-batches plus the largest
     transient, buffers."""
     dense_shard = cfg.dp * cfg.cp
-    sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
+    terms = engine_terms(cfg)
+    sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     d = model_state_bytes(t.params - t.expert_params, dense_shard, cfg.zero, *sizes)
     e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), cfg.zero, *sizes)
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
     acts = flight * t.act_bytes + t.work_bytes
-    buffers = _buffer_bytes(cfg, t) + FRAGMENTATION * acts
+    buffers = _buffer_bytes(cfg, t, terms) + FRAGMENTATION * acts
     return {
         "params": (d[0] + e[0]) / GIB,
         "grads": (d[1] + e[1]) / GIB,
@@ -239,11 +253,16 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
     }
 
 
-def _buffer_bytes(cfg: ParallelConfig, t: RankSums) -> float:
+def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
-    largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled), and
-    the SP all-gather workspace of one b·s·h activation."""
+    largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
+    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`),
+    the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
+    (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
+    parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
-    zero3 = 2 * cfg.param_bytes * t.largest_layer_params if cfg.zero == 3 else 0.0
+    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
+    zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
-    return p2p + zero3 + sp
+    fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
+    return p2p + zero3 + sp + fp8

@@ -53,7 +53,23 @@ ASSUMPTIONS: dict[str, str] = {
     ),
     "shoeybi": (
         "micro-batch = the 8 sequences per replica; eager attention; full recompute; fp16 gradient "
-        "all-reduce without overlap"
+        "all-reduce without overlap; Megatron-LM of 2019 without its later fused kernels (scale, mask and "
+        "softmax as separate passes: its v1.0 release reports 39 -> 62 TFLOP/s from such fusions)"
+    ),
+    "torchtitan": (
+        "seq 8192 (llama3_8b.toml default at the benchmark commit); FSDP2 over every GPU (ZeRO-3 with "
+        "fp32 sharded parameters, bf16 all-gathers, fp32 reduce-scatters every micro-batch); local batch "
+        "2 as one micro-batch; op-level selective checkpointing; SDPA flash attention; torchtitan's eager "
+        "loss on fp32 logits; eager or torch.compile per block as the row says; Float8 = torchao "
+        "dynamic tensorwise scaling on the block projections (output layer bf16); H100 96GB HBM2e at "
+        "500 W (cluster grand-teton-h100); peak memory is the allocator's reserved peak"
+    ),
+    "nemo": (
+        "NeMo 24.07 = Megatron-Core with Transformer Engine FP8 (delayed scaling) on the block "
+        "projections; SP with TP, TP communication overlap, distributed optimizer with overlapped "
+        "reduce-scatter / all-gather (bf16 gradient reduction, NeMo's default), fused cross-entropy; no "
+        "recompute; micro-batch 1 and the vpp / cp the row prints; FlashAttention (cuDNN); throughput from "
+        "the printed tokens/s; GPT-3 vocabulary 51200 (not printed)"
     ),
 }
 """One statement per source of every setting its rows leave unstated, applied to all its rows."""
@@ -61,10 +77,15 @@ ASSUMPTIONS: dict[str, str] = {
 PUBLISHED_RUNS_CSV = Path(__file__).resolve().parent / "reference" / "published_runs.csv"
 """The published runs the cost model is calibrated and checked on (a copy kept inside the repository)."""
 
+TORCHTITAN_SEQ_LEN = 8192
+"""torchtitan's rows print no sequence length: llama3_8b.toml at the benchmark commit sets 8192."""
+GPT3_VOCAB = 51200
+"""NeMo's GPT3-175B row prints no vocabulary: GPT-3's 50257 tokens padded to 51200 (Narayanan et al.)."""
 DEEPSPEED_PREFETCH_BUCKET = 50_000_000
 """DeepSpeed ZeRO-3 ``stage3_prefetch_bucket_size`` default (docs, config-json: 5e7 parameters)."""
 
 _CLUSTERS = {
+    "H100 96GB HBM2e": "grand-teton-h100",
     "A100-SXM4-80GB": "dgx-a100",
     "H100": "dgx-h100",
     "A100 80GB, 1600": "a100-roce",
@@ -83,6 +104,8 @@ class PublishedRun:
     cluster: ClusterSpec
     config: ParallelConfig
     measured_step_s: float
+    measured_peak_memory_gib: float | None = None
+    """The allocator's peak per GPU where the source prints it (torchtitan: max reserved)."""
 
 
 def _int(row: dict[str, str], key: str, default: int | None = None) -> int | None:
@@ -133,6 +156,23 @@ def gpt_model(row: dict[str, str], *, gpt_style: bool) -> ModelSpec:
     return ModelSpec(name=row["model"], layers=layers, tied_embeddings=True, max_seq_len=seq, source="published_runs.csv")
 
 
+def llama_model(row: dict[str, str]) -> ModelSpec:
+    """A Llama-style decoder (RMSNorm, SwiGLU, rotary, no biases, GQA, untied head) from a row's
+    architecture columns (torchtitan's and NeMo's Llama rows)."""
+    h, heads = _int(row, "hidden"), _int(row, "heads")
+    vocab = _int(row, "vocab")
+    block = TransformerLayer(
+        hidden_size=h, num_heads=heads, num_kv_heads=_int(row, "kv_heads", heads), head_dim=h // heads,
+        ffn_hidden_size=_int(row, "ffn_hidden"), ffn_act="swiglu", norm="rmsnorm",
+    )
+    layers = (
+        (EmbeddingLayer(vocab_size=vocab, hidden_size=h),)
+        + (block,) * _int(row, "layers")
+        + (NormLayer(hidden_size=h, norm="rmsnorm"), HeadLayer(vocab_size=vocab, hidden_size=h))
+    )
+    return ModelSpec(name=row["model"], layers=layers, max_seq_len=_int(row, "seq_len") or TORCHTITAN_SEQ_LEN, source="published_runs.csv")
+
+
 def _vpp(layers: int, pp: int) -> int:
     """Virtual stages where a source interleaves but prints no v: the fewest that interleave at all,
     the smallest divisor above 1 of the layers per stage (1 when a stage holds one layer)."""
@@ -172,7 +212,7 @@ def _narayanan(row: dict[str, str]) -> ParallelConfig:
         tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", mbs),
         global_batch=gbs, seq_len=_int(row, "seq_len"), recompute="full", attention="eager",
         grad_bytes=2, grad_reduce_bytes=2, overlap_grad_reduce=torch_ddp, overlap_param_gather=False,
-        schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
+        schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron",
     )
 
 
@@ -181,7 +221,7 @@ def _deepspeed_zero3(row: dict[str, str], n: int, gbs: int) -> ParallelConfig:
     return ParallelConfig(
         dp=n, micro_batch=_int(row, "micro_batch"), global_batch=gbs, seq_len=_int(row, "seq_len"),
         recompute="full", attention="eager", zero=3, grad_bytes=2, grad_reduce_bytes=2,
-        zero3_bucket_params=DEEPSPEED_PREFETCH_BUCKET, overlap_param_gather=False,
+        zero3_bucket_params=DEEPSPEED_PREFETCH_BUCKET, overlap_param_gather=False, engine="deepspeed",
     )
 
 
@@ -191,7 +231,7 @@ def _megatron(row: dict[str, str]) -> ParallelConfig:
     return ParallelConfig(
         tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=1,
         global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"), recompute="none",
-        tp_comm_overlap=tp > 1, schedule="interleaved-1f1b" if vpp > 1 else "1f1b",
+        tp_comm_overlap=tp > 1, schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron",
     )
 
 
@@ -206,13 +246,36 @@ def _mosaicml(row: dict[str, str]) -> ParallelConfig:
     )
 
 
+def _torchtitan(row: dict[str, str]) -> ParallelConfig:
+    """torchtitan's Llama 3.1 8B FSDP2 rows (:data:`ASSUMPTIONS` ``torchtitan``)."""
+    n, gbs = _int(row, "num_gpus"), _int(row, "global_batch")
+    name = row["model"]
+    return ParallelConfig(
+        dp=n, zero=3, micro_batch=gbs // n, global_batch=gbs, seq_len=_int(row, "seq_len", TORCHTITAN_SEQ_LEN),
+        recompute="selective", engine="torchtitan", compile="compile" in name,
+        precision="fp8" if "Float8" in name else "bf16", grad_bytes=4, grad_reduce_bytes=4,
+    )
+
+
+def _nemo(row: dict[str, str]) -> ParallelConfig:
+    """NeMo 24.07's FP8 pre-training rows (:data:`ASSUMPTIONS` ``nemo``)."""
+    tp, pp, cp, n = (_int(row, k, 1) for k in ("tp", "pp", "cp", "num_gpus"))
+    vpp = _int(row, "vpp", 1)
+    return ParallelConfig(
+        tp=tp, pp=pp, cp=cp, dp=n // (tp * pp * cp), vpp=vpp, sp=tp > 1, zero=1, micro_batch=_int(row, "micro_batch", 1),
+        global_batch=_int(row, "global_batch"), seq_len=_int(row, "seq_len"), recompute="none",
+        tp_comm_overlap=tp > 1, schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron",
+        precision="fp8", grad_bytes=2, grad_reduce_bytes=2, loss_fusion=True,
+    )
+
+
 def _shoeybi(row: dict[str, str]) -> ParallelConfig:
     tp, n = _int(row, "tp"), _int(row, "num_gpus")
     dp = n // tp
     return ParallelConfig(
         tp=tp, dp=dp, micro_batch=_int(row, "global_batch") // dp, global_batch=_int(row, "global_batch"),
         seq_len=_int(row, "seq_len"), recompute="full", attention="eager", grad_bytes=2,
-        grad_reduce_bytes=2, overlap_grad_reduce=False,
+        grad_reduce_bytes=2, overlap_grad_reduce=False, engine="megatron", compile=False,
     )
 
 
@@ -229,13 +292,29 @@ def model_flops_72(row: dict[str, str]) -> float:
     return 72.0 * b * s * l * h * h * (1 + s / (6 * h) + v / (12 * l * h))
 
 
+def _other(row: dict[str, str], key: str) -> str | None:
+    """A ``key=value`` entry of a row's ``measured_other`` column."""
+    for part in row["measured_other"].split(";"):
+        name, _, value = part.strip().partition("=")
+        if name == key:
+            return value
+    return None
+
+
+def measured_peak_memory_gib(row: dict[str, str]) -> float | None:
+    """The allocator's peak memory per GPU where a row publishes it (torchtitan), GiB."""
+    value = _other(row, "peak_mem_GiB")
+    return float(value) if value else None
+
+
 def measured_step_time(row: dict[str, str]) -> float | None:
     """The published figure as seconds per step, with the source's own FLOP formula."""
     n = _int(row, "num_gpus")
     key = source_key(row)
-    if key == "mosaicml":
-        tps = float(row["measured_other"].split("tokens_per_sec_per_gpu=")[1].split(";")[0])
-        return _int(row, "global_batch") * _int(row, "seq_len") / (n * tps)
+    if key in ("mosaicml", "torchtitan", "nemo"):
+        tps = float(_other(row, "tokens_per_sec_per_gpu"))
+        seq = _int(row, "seq_len", TORCHTITAN_SEQ_LEN)
+        return _int(row, "global_batch") * seq / (n * tps)
     if not row["measured_tflops_per_gpu"]:
         return None
     flops = model_flops_72(row) if key == "megatron" else hardware_flops_96(row)
@@ -266,9 +345,22 @@ def largest_fitting_micro_batch(model: ModelSpec, cluster: ClusterSpec, config: 
     return config
 
 
+def _row_model(row: dict[str, str], key: str) -> ModelSpec:
+    """The row's model: Llama-style when it has KV heads below its heads or a Llama name, else GPT
+    (Megatron style, or MPT's for MosaicML)."""
+    if "llama" in row["model"].lower():
+        return llama_model(row)
+    if not row["vocab"]:
+        row = {**row, "vocab": str(GPT3_VOCAB)}
+    return gpt_model(row, gpt_style=key != "mosaicml")
+
+
 def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str, str]]]:
     """(comparable runs, skipped rows with the reason) of a published_runs.csv file."""
-    builders = {"narayanan": _narayanan, "megatron": _megatron, "mosaicml": _mosaicml, "shoeybi": _shoeybi}
+    builders = {
+        "narayanan": _narayanan, "megatron": _megatron, "mosaicml": _mosaicml, "shoeybi": _shoeybi,
+        "torchtitan": _torchtitan, "nemo": _nemo,
+    }
     runs, skipped = [], []
     with open(csv_path, newline="") as handle:
         for i, row in enumerate(csv.DictReader(handle)):
@@ -281,9 +373,9 @@ def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str,
                 skipped.append((label, "parallel configuration or throughput not published"))
                 continue
             key = source_key(row)
-            model = gpt_model(row, gpt_style=key != "mosaicml")
+            model = _row_model(row, key)
             cluster, config = cluster_for_row(row), builders[key](row)
             if key == "megatron" and config.pp == 1:
                 config = largest_fitting_micro_batch(model, cluster, config)
-            runs.append(PublishedRun(label, key, model, cluster, config, step))
+            runs.append(PublishedRun(label, key, model, cluster, config, step, measured_peak_memory_gib(row)))
     return runs, skipped

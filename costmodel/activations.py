@@ -1,0 +1,48 @@
+"""Activation memory as each engine's autograd keeps it: the engine-independent bookkeeping of
+``costmodel.memory`` (Korthikanti et al. 2022, generalised), adjusted for torchtitan's op-level
+selective checkpointing, eager (uncompiled) fp32 norm intermediates, and FP8 GEMM inputs kept in
+FP8 by Transformer Engine."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from costmodel.engines import EAGER_NORM_EXTRA_BYTES_PER_H, sac_saved_matmuls
+from costmodel.local import ACT_BYTES, LocalConfig
+from costmodel.memory import transformer_activation_bytes
+from costmodel.specs import TransformerLayer
+
+LSE_BYTES_PER_HEAD = 4
+"""FlashAttention / SDPA keeps an fp32 log-sum-exp per query and head for backward."""
+
+
+def block_activation_bytes(layer: TransformerLayer, cfg: LocalConfig, mm_widths: list[float]) -> tuple[float, float]:
+    """(stored, transient) activation bytes of a block for one micro-batch on one GPU under the
+    engine's behaviour. ``mm_widths`` are the output widths per token of the block's matmuls in
+    execution order (``costmodel.layer_transformer._projections``).
+
+    torchtitan op-level selective checkpointing (``_custom_policy``, parallelize_llama.py) stores the
+    block input, the outputs of every other matmul, and SDPA's output and log-sum-exp; recomputing
+    and back-propagating one block needs that block's full activations as a transient. Eager
+    PyTorch adds :data:`costmodel.engines.EAGER_NORM_EXTRA_BYTES_PER_H` per token per hidden
+    element to whatever it holds of a block. Transformer Engine keeps each FP8 projection's input
+    in FP8 (one byte instead of two: the QKV and FC1 inputs, the attention output, the FC2 input).
+    """
+    terms = cfg.terms
+    stored, work = transformer_activation_bytes(layer, cfg)
+    if terms is None:
+        return stored, work
+    h = layer.hidden_size
+    eager = 0.0 if terms.fused else cfg.tokens * EAGER_NORM_EXTRA_BYTES_PER_H * h / cfg.sp_div
+    if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
+        full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
+        saved = sum(w for w, keep in zip(mm_widths, sac_saved_matmuls(mm_widths)) if keep)
+        q = layer.num_heads * layer.head_dim
+        per_token = ACT_BYTES * (h / cfg.sp_div + saved + q / cfg.tp) + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
+        return cfg.tokens * per_token, full + eager
+    if cfg.fp8 and terms.fp8_saves_fp8_inputs and cfg.recompute != "full":
+        q, f = layer.num_heads * layer.head_dim, layer.ffn_hidden_size * max(1, layer.moe_top_k)
+        stored -= cfg.tokens * (2 * h / cfg.sp_div + (q + f) / cfg.tp)
+    if cfg.recompute == "full":
+        return stored, work + eager
+    return stored + eager, work

@@ -1,0 +1,129 @@
+"""What each training engine actually does, as named terms the cost model reads.
+
+The same parallel configuration runs differently in Megatron-LM / NeMo, torchtitan and DeepSpeed:
+which kernels are fused, what the loss costs and keeps in memory, what selective recomputation
+recomputes, which communication overlaps, what the optimizer keeps, and how much host work a step
+and a micro-batch carry. :func:`engine_terms` turns ``ParallelConfig.engine`` (and the knobs that
+override the engine's defaults) into one :class:`EngineTerms` record; every field names its source.
+``native`` is meshplan's idealised engine: Megatron-LM's kernels with every overlap the
+configuration allows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.specs import ParallelConfig
+
+MEGATRON_CE_BYTES = (38.0, 14.0, 6, 2)
+"""Megatron's unfused vocab-parallel cross-entropy, HBM bytes per logit forward and backward and
+its kernels (megatron/core/tensor_parallel/cross_entropy.py, op by op: ``.float()`` 2 + 4, ``max``
+4, in-place ``-= max`` 8, ``exp`` 8, ``sum`` 4, ``div_`` 8; backward ``mul_`` 8, cast to bf16 6)."""
+FUSED_CE_BYTES = (20.0, 6.0, 3, 1)
+"""Megatron's fused cross-entropy (``--cross-entropy-loss-fusion``,
+megatron/core/fusions/fused_cross_entropy.py, three jit-fused kernels), bytes per logit: the max
+reads the bf16 logits (2); the predicted-logit kernel reads them again and writes fp32 ``exp`` (2 +
+4); the loss kernel reads ``exp`` for the sum (4) and divides it in place into the softmax kept for
+backward (4 + 4). Backward reads the softmax and writes the bf16 gradient (4 + 2). [derived, op by op]"""
+TORCH_CE_BYTES = (18.0, 26.0, 3, 4)
+"""torchtitan's loss, ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` in eager PyTorch
+(torchtitan/components/loss.py): ``.float()`` reads 2 and writes 4 bytes per logit, ``log_softmax``
+reads its input twice and writes fp32 (12); backward: ``nll_loss_backward`` zero-fills and scatters an
+fp32 gradient (4), ``log_softmax_backward`` reads it and the saved output and writes fp32 (12),
+the cast back to bf16 reads 4 and writes 2 (6), and the zero fill's read-modify of the gradient (4).
+[derived, op by op]"""
+MEGATRON_LOGIT_WORK = 6.0
+"""Transient bytes per logit on the last stage in Megatron: the fp32 logits of the vocab-parallel
+cross-entropy (4, Megatron ``compute_activation_memory``: 4·s·b·V/t) and the bf16 logits (2)."""
+TORCH_LOGIT_WORK = 12.0
+"""Transient bytes per logit at torchtitan's loss, at the start of backward when all activations are
+still held: the saved fp32 ``log_softmax`` output (4), the fp32 gradient of ``nll_loss`` (4) and
+that of ``log_softmax``'s input (4); the bf16 logits were dropped after the loss (``del pred``,
+torchtitan/train.py)."""
+EAGER_NORM_EXTRA_BYTES_PER_H = 16.0
+"""Extra bytes per token per hidden element an eager (uncompiled) block holds while it runs:
+torchtitan's RMSNorm computes in fp32 (``x.float()``, the normalised fp32 product and the cast
+back: 4 + 4 + 2 bytes against the fused kernel's 2) in both norms (torchtitan/models/llama/model.py)
+[derived]."""
+EAGER_ELEMENTWISE_TRAFFIC = 2.0
+"""HBM traffic of a block's elementwise ops run op by op over the fused kernels' traffic: eager
+PyTorch writes every intermediate (RMSNorm's fp32 square, mean, rsqrt and products; SiLU and the
+gate product; rotary's real/imaginary views) and reads it back, about twice the bytes of a fused
+norm / SwiGLU / rotary kernel that reads its inputs once and writes one output [derived op count:
+RMSNorm eager 5 passes vs fused 2; SwiGLU eager 3 kernels reading 5 and writing 3 tensors vs fused
+reading 2 writing 1]."""
+DEEPSPEED_PIPE_INSTRUCTION_S = 0.5e-3
+"""Host time of one DeepSpeed pipeline-engine instruction (``deepspeed/runtime/pipe/engine.py``
+executes ``LoadMicroBatch``, ``ForwardPass``, ``BackwardPass``, ``SendActivation``, ``RecvGrad``, ...
+as Python calls with blocking p2p between them): about 0.5 ms each, and a micro-batch has six
+[assumption: Python-level instruction dispatch with a device synchronisation per blocking p2p]."""
+TORCHTITAN_SAC_SAVED_MM = 2
+"""torchtitan's op-level selective checkpointing saves the output of every other matmul and
+recomputes the rest (``_custom_policy`` in torchtitan/models/llama/parallelize_llama.py: an
+``aten.mm`` is saved unless its count in the block is even)."""
+
+
+@dataclass(frozen=True)
+class EngineTerms:
+    """One engine's behaviour, as the cost model reads it."""
+
+    engine: str
+    fused: bool
+    """Elementwise ops fused (compile / hand-fused kernels) or op by op (eager)."""
+    ce_fwd_bytes: float
+    ce_bwd_bytes: float
+    ce_fwd_kernels: int
+    ce_bwd_kernels: int
+    logit_work_bytes: float
+    """Transient bytes per logit at the loss."""
+    op_level_selective: bool
+    """Selective recomputation recomputes every other matmul and every elementwise op (torchtitan),
+    not only the attention core (Megatron)."""
+    fp8_saves_fp8_inputs: bool
+    """FP8 GEMMs keep their inputs in FP8 for backward (Transformer Engine) rather than the bf16
+    inputs, recast in backward (torchao Float8Linear)."""
+    fp8_dynamic_scaling: bool
+    """FP8 scales from the current tensor's amax (an extra read: torchao tensorwise) rather than an
+    amax history (Transformer Engine delayed scaling, folded into the cast)."""
+    p2p_overlapped: bool
+    """Pipeline send/receive overlaps compute in steady state (Megatron with interleaving)."""
+    dp_after_flush: bool
+    """With pipelining, gradients are reduced only after the pipeline flush, not overlapped with the
+    last backward (DeepSpeed ``PipelineEngine._exec_reduce_grads``; Megatron's local DDP)."""
+    microbatch_host_s: float
+    """Host time per micro-batch the GPU waits on (DeepSpeed pipeline-engine instructions)."""
+    fp32_sharded_params: bool
+    """Sharded parameters are the fp32 master copy (FSDP2 mixed precision: 4 B params, 4 B grads,
+    8 B Adam states per parameter, bf16 copies only while gathered)."""
+
+
+def engine_terms(cfg: ParallelConfig) -> EngineTerms:
+    """The behaviour of ``cfg.engine`` with ``cfg``'s knobs (compile, loss fusion) applied."""
+    engine = cfg.engine
+    titan = engine == "torchtitan"
+    fused = cfg.compile if cfg.compile is not None else not titan
+    loss_fused = bool(cfg.loss_fusion) and engine in ("megatron", "native")
+    ce = TORCH_CE_BYTES if titan else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
+    pipe_host = 6 * DEEPSPEED_PIPE_INSTRUCTION_S if engine == "deepspeed" and cfg.pp > 1 else 0.0
+    return EngineTerms(
+        engine=engine,
+        fused=fused,
+        ce_fwd_bytes=ce[0],
+        ce_bwd_bytes=ce[1],
+        ce_fwd_kernels=ce[2],
+        ce_bwd_kernels=ce[3],
+        logit_work_bytes=TORCH_LOGIT_WORK if titan else MEGATRON_LOGIT_WORK,
+        op_level_selective=titan,
+        fp8_saves_fp8_inputs=not titan,
+        fp8_dynamic_scaling=titan,
+        p2p_overlapped=engine in ("native", "megatron"),
+        dp_after_flush=engine == "deepspeed",
+        microbatch_host_s=pipe_host,
+        fp32_sharded_params=titan and cfg.zero == 3,
+    )
+
+
+def sac_saved_matmuls(out_widths: list[float]) -> list[bool]:
+    """Which of a block's matmuls (in execution order, by output width) torchtitan's op-level
+    selective checkpointing saves: the 1st, 3rd, 5th, ... (see :data:`TORCHTITAN_SAC_SAVED_MM`)."""
+    return [(i + 1) % TORCHTITAN_SAC_SAVED_MM == 1 for i in range(len(out_widths))]
