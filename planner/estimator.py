@@ -16,6 +16,7 @@ from costmodel.step import StepEstimate, estimate_step
 from costmodel.table import CostTable, build_cost_table
 from planner.errors import InputError
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.knobs import knob_settings
 from planner.validation import parallel_problems
 
 _STRICT = ConfigDict(frozen=True, extra="forbid")
@@ -90,6 +91,9 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
     Raises InputError naming every problem at once.
     """
     assumptions: list[str] = []
+    knobs = settings.pop("knobs", None) or {}
+    engine_fields, engine_assumptions, knob_problems = knob_settings(cluster, settings, knobs)
+    settings.update(engine_fields)
     tp, pp, cp = settings.get("tp", 1), settings.get("pp", 1), settings.get("cp", 1)
     if settings.get("sp") is None:
         settings["sp"] = tp > 1
@@ -109,9 +113,10 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
         cfg = ParallelConfig(**{k: v for k, v in settings.items() if v is not None})
     except ValidationError as err:
         raise InputError(*_pydantic_problems(err)) from None
-    problems = parallel_problems(model, cfg, gpus)
+    problems = knob_problems + parallel_problems(model, cfg, gpus)
     if problems:
         raise InputError(*problems)
+    assumptions.extend(engine_assumptions)
     assumptions.append(f"dp = {gpus} GPUs / (tp {tp} x pp {pp} x cp {cp}) = {cfg.dp}")
     return cfg, assumptions
 
@@ -189,15 +194,33 @@ def estimate(
     schedule: str | None = None,
     attention: str | None = None,
     trace: bool = False,
+    target: str | None = None,
+    precision: str = "bf16",
+    tp_overlap: bool | None = None,
+    grad_reduce_dtype: str | None = None,
+    dp_overlap: bool | None = None,
+    compile: bool | None = None,
+    loss_fusion: bool | None = None,
+    offload_optimizer: bool | None = None,
+    offload_activations: bool | None = None,
 ) -> EstimateResult:
     """Predict one configuration (keyword names match ``meshplan estimate`` flags; DP is derived as
     gpus / (tp x pp x cp)). A configuration that does not fit still estimates, with ``fits`` False and
-    ``over_by_gib``. Raises :class:`planner.errors.InputError` for bad input."""
+    ``over_by_gib``. ``target`` (native, megatron, torchtitan, deepspeed) models what that engine does;
+    ``precision`` fp8 runs the blocks' projections as FP8 GEMMs; the engine knobs (``attention``
+    flash/eager, ``tp_overlap``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
+    ``loss_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). Raises
+    :class:`planner.errors.InputError` for bad input."""
     model_spec = resolve_model_arg(model)
     cluster_spec = resolve_cluster_arg(cluster)
     settings = dict(
         tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
         seq_len=seq_len, sp=sp, recompute=recompute, zero=zero, schedule=schedule, attention=attention,
+        knobs=dict(
+            target=target, precision=precision, tp_overlap=tp_overlap, grad_reduce_dtype=grad_reduce_dtype,
+            dp_overlap=dp_overlap, compile=compile, loss_fusion=loss_fusion,
+            offload_optimizer=offload_optimizer, offload_activations=offload_activations,
+        ),
     )
     cfg, assumptions = build_config(model_spec, cluster_spec, gpus, **settings)
     return estimate_config(model_spec, cluster_spec, cfg, assumptions)

@@ -19,6 +19,8 @@ _EXAMPLES = """\
       --global-batch 512 --seq-len 8192 --tp 2 --cp 2 --recompute selective --zero 1 --json
   meshplan estimate --model path/to/config.json --cluster my_cluster.json --gpus 16 \\
       --global-batch 64 --seq-len 4096 --tp 4 --pp 2 --vpp 2 --micro-batch 2
+  meshplan estimate --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch 16 \\
+      --seq-len 8192 --micro-batch 2 --recompute selective --target torchtitan --compile --precision fp8
   meshplan estimate --plan plan.json --json"""
 
 _DESCRIPTION = """\
@@ -30,7 +32,12 @@ CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
 
 _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
-_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace")
+_ENGINE_FLAGS = (
+    "target", "precision", "attention", "tp_overlap", "grad_reduce_dtype", "dp_overlap", "compile",
+    "loss_fusion", "offload_optimizer", "offload_activations",
+)
+"""Engine knobs (``planner.knobs``): None = the target engine's default."""
+_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS)
 """Every configuration flag; none of them may accompany ``--plan``."""
 
 
@@ -65,6 +72,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=(0, 1, 2, 3),
         help="sharding over dp: 0 none, 1 optimizer (default), 2 + gradients, 3 + parameters",
     )
+    _add_engine_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
     parser.set_defaults(run=run)
 
@@ -92,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             recompute=args.recompute or "none",
             zero=args.zero,
             trace=bool(args.trace),
+            **{name: getattr(args, name) for name in _ENGINE_FLAGS},
         )
     if args.json:
         print(json.dumps(result.model_dump(), indent=2, sort_keys=False))
@@ -100,6 +109,21 @@ def run(args: argparse.Namespace) -> int:
 
         print_summary(result.model_dump())
     return EXIT_OK
+
+
+def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
+    """The engine, its precision and the implementation knobs the cost model has."""
+    eng = parser.add_argument_group("engine and precision (defaults: what the target engine does)")
+    eng.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), help="engine whose behaviour to model (default native)")
+    eng.add_argument("--precision", choices=("bf16", "fp8"), help="GEMM precision of the blocks' projections (default bf16; MXFP8 on Blackwell)")
+    eng.add_argument("--attention", choices=("flash", "eager"), help="attention kernel (default flash; eager on GPUs without FlashAttention)")
+    eng.add_argument("--tp-overlap", action=argparse.BooleanOptionalAction, help="overlap TP communication with GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)")
+    eng.add_argument("--grad-reduce-dtype", choices=("bf16", "fp32"), help="gradient reduction dtype (default: the engine's, fp32)")
+    eng.add_argument("--dp-overlap", action=argparse.BooleanOptionalAction, help="overlap gradient reduction and parameter gathers with compute (default on)")
+    eng.add_argument("--compile", action=argparse.BooleanOptionalAction, help="fused elementwise kernels: torch.compile (torchtitan default off), Megatron's fused kernels (default on)")
+    eng.add_argument("--loss-fusion", action=argparse.BooleanOptionalAction, help="Megatron's fused cross-entropy (--cross-entropy-loss-fusion)")
+    eng.add_argument("--offload-optimizer", action="store_true", default=None, help="optimizer states on the host (needs the cluster's host_link_bandwidth_gbps)")
+    eng.add_argument("--offload-activations", action="store_true", default=None, help="stored activations on the host between forward and backward")
 
 
 def _check_form(args: argparse.Namespace) -> None:

@@ -53,3 +53,60 @@ def test_bad_input_is_one_line(changes: dict, needle: str) -> None:
     with pytest.raises(InputError) as err:
         planner.estimate(**{**GPT3, "tp": 8, "pp": 16, **changes})
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+LLAMA8 = dict(model="llama3.1-8b", cluster="dgx-h100", gpus=8, global_batch=16, seq_len=8192, micro_batch=2, recompute="selective")
+
+
+def test_engine_knobs_reach_the_configuration() -> None:
+    out = planner.estimate(**LLAMA8, target="torchtitan", compile=True, precision="fp8", grad_reduce_dtype="bf16", dp_overlap=False)
+    cfg = out.config
+    assert (cfg["engine"], cfg["compile"], cfg["precision"], cfg["zero"]) == ("torchtitan", True, "fp8", 3)
+    assert (cfg["grad_reduce_bytes"], cfg["overlap_grad_reduce"], cfg["overlap_param_gather"]) == (2, False, False)
+    assert any("torchao" in a for a in out.assumptions) and any("FSDP2" in a for a in out.assumptions)
+    eager = planner.estimate(**LLAMA8, target="torchtitan", precision="fp8", grad_reduce_dtype="bf16", dp_overlap=False)
+    assert eager.step_time_s > out.step_time_s
+
+
+def test_megatron_knobs_and_attention_kernel() -> None:
+    base = dict(model="llama3.1-8b", cluster="dgx-h100", gpus=8, global_batch=16, seq_len=4096, tp=2)
+    fused = planner.estimate(**base, target="megatron", tp_overlap=True, loss_fusion=True, grad_reduce_dtype="bf16")
+    assert fused.config["tp_comm_overlap"] and fused.config["loss_fusion"] and fused.config["grad_bytes"] == 2
+    plain = planner.estimate(**base, target="megatron")
+    assert fused.step_time_s < plain.step_time_s and fused.peak_memory_gib < plain.peak_memory_gib
+    eager = planner.estimate(**base, target="megatron", attention="eager")
+    assert eager.step_time_s > plain.step_time_s and eager.config["attention"] == "eager"
+
+
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        (dict(cluster="dgx-a100", precision="fp8"), "no FP8 tensor cores"),
+        (dict(target="megatron", tp_overlap=True), "tp-overlap needs tp > 1"),
+        (dict(target="deepspeed", loss_fusion=True), "loss-fusion"),
+        (dict(target="trt"), "target must be one of"),
+        (dict(grad_reduce_dtype="fp16"), "grad-reduce-dtype"),
+        (dict(offload_optimizer=True), "host_link_bandwidth_gbps"),
+    ],
+)
+def test_bad_engine_knobs_are_one_line(changes: dict, needle: str) -> None:
+    with pytest.raises(InputError) as err:
+        planner.estimate(**{**LLAMA8, **changes})
+    assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = Path(__file__).resolve().parents[2] / "cli.py"
+    args = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "16", "--seq-len", "8192",
+            "--micro-batch", "2", "--recompute", "selective", "--target", "torchtitan", "--compile", "--precision", "fp8",
+            "--grad-reduce-dtype", "fp32", "--no-dp-overlap", "--attention", "flash", "--json"]
+    out = subprocess.run([sys.executable, str(cli), *args], capture_output=True, text=True, check=True)
+    cfg = json.loads(out.stdout)["config"]
+    assert (cfg["engine"], cfg["compile"], cfg["precision"], cfg["overlap_grad_reduce"]) == ("torchtitan", True, "fp8", False)
+    bad = subprocess.run([sys.executable, str(cli), *args[:-1], "--cluster", "dgx-a100"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no FP8 tensor cores" in bad.stderr and "Traceback" not in bad.stderr

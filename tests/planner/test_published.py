@@ -40,3 +40,31 @@ def test_source_flop_formulas_reproduce_narayanan_table_1() -> None:
     row = dict(global_batch="1536", seq_len="2048", layers="96", hidden="12288", vocab="51200")
     assert hardware_flops_96(row) == pytest.approx(96 * 1536 * 2048 * 96 * 12288**2 * (1 + 2048 / (6 * 12288) + 51200 / (16 * 96 * 12288)))
     assert model_flops_72(row) / hardware_flops_96(row) == pytest.approx(0.75, rel=0.01)
+
+
+def test_every_row_with_a_configuration_is_compared_with_its_engine_and_precision() -> None:
+    runs, skipped = load_runs(CSV)
+    assert len(runs) == 67 and len(skipped) == 2  # the two strong-scaling rows print no configuration
+    by = {(r.source, r.config.engine, r.config.precision) for r in runs}
+    assert {("torchtitan", "torchtitan", "fp8"), ("torchtitan", "torchtitan", "bf16"), ("nemo", "megatron", "fp8")} <= by
+    titan = [r for r in runs if r.source == "torchtitan"]
+    assert sum(bool(r.config.compile) for r in titan) == 4 and all(r.measured_peak_memory_gib for r in titan)
+
+
+def test_fidelity_mean_and_per_source_bias(errors: dict[str, float]) -> None:
+    """bench/fidelity.py's figures: overall mean |error| <= 6 %, no source biased beyond 8 %."""
+    assert sum(abs(e) for e in errors.values()) / len(errors) <= 0.06
+    runs, _ = load_runs(CSV)
+    sources: dict[str, list[float]] = {}
+    for r in runs:
+        sources.setdefault(r.source, []).append(errors[r.label])
+    for source, errs in sources.items():
+        assert abs(sum(errs) / len(errs)) <= 0.08, (source, sum(errs) / len(errs))
+
+
+def test_torchtitan_peak_memory_within_6_percent() -> None:
+    runs, _ = load_runs(CSV)
+    for r in runs:
+        if r.measured_peak_memory_gib is not None:
+            predicted = estimate_step(build_cost_table(r.model, r.cluster), r.config).peak_memory_gib
+            assert abs(predicted / r.measured_peak_memory_gib - 1) <= 0.06, r.label

@@ -1,0 +1,186 @@
+"""``planner.apply(plan, module)``: run a plan's split of a model on torch.distributed.
+
+On an initialised process group of ``dp x tp x pp x cp`` ranks, :func:`apply` builds the plan's
+DeviceMesh (:mod:`~planner.runtime.mesh`), maps the plan's layers to the module's units
+(:mod:`~planner.runtime.layers`), keeps this rank's pipeline chunks (:mod:`~planner.runtime.stage`),
+applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`), FSDP2
+(:mod:`~planner.runtime.fsdp`), the plan's per-layer recomputation and its pipeline schedule
+(:mod:`~planner.runtime.pipeline`). Everything is PyTorch's own: DTensor, FSDP2, checkpointing and
+``torch.distributed.pipelining``.
+
+Parameters may live on ``meta`` (with any backend, the fake one included): nothing is materialised
+here. :func:`planner.runtime.init.materialize` gives them values (``meshplan run`` does it from a
+seed). The returned :class:`Runtime` runs a training step (``step(tokens) -> loss``) and exposes
+the local stage modules for custom loops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from planner.errors import InputError
+from planner.runtime.context_parallel import check_context_parallel
+from planner.runtime.layers import LayerMap, map_layers
+from planner.runtime.mesh import PlanMesh, build_mesh
+from planner.runtime.stage import ROOT, StageModule, build_stages
+from planner.schema import Plan
+
+Optimizer = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
+
+
+def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of ``logits`` (batch, seq, vocab) against ``labels`` (batch, seq), in fp32."""
+    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
+
+
+def default_optimizer(params: list[nn.Parameter]) -> torch.optim.Optimizer:
+    """AdamW (Loshchilov and Hutter 2019) with PyTorch's defaults and lr 1e-3."""
+    return torch.optim.AdamW(params, lr=1e-3)
+
+
+@dataclass
+class Runtime:
+    """This rank's share of a plan: stage modules, the mesh, the schedule and the optimizer."""
+
+    plan: Plan
+    mesh: PlanMesh
+    layers: LayerMap
+    stages: list[StageModule]
+    """Local chunks (one without pipelining, ``virtual_stages`` with interleaving)."""
+    chunks: list[int]
+    """Plan chunk index of each local stage."""
+    device: torch.device
+    loss_parallel: bool
+    make_optimizer: Optimizer = default_optimizer
+    loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = next_token_loss
+    schedule: Any = None
+    _optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
+
+    def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        """Local parameters under the unsplit model's names (DTensors where sharded)."""
+        for stage in self.stages:
+            for name, p in stage.named_parameters():
+                yield name.removeprefix(ROOT), p
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        """Built on first use, so that it holds the materialised parameters."""
+        if self._optimizer is None:
+            self._optimizer = self.make_optimizer([p for _, p in self.named_parameters()])
+        return self._optimizer
+
+    def local_batch(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """This data-parallel rank's rows of the global batch ``tokens`` (batch, seq + 1): inputs, labels."""
+        dp, rank = self.mesh.dp, self.mesh.coordinate("dp")
+        if tokens.shape[0] % dp:
+            raise InputError(f"global batch {tokens.shape[0]} is not divisible by dp {dp}")
+        per = tokens.shape[0] // dp
+        local = tokens[rank * per:(rank + 1) * per].to(self.device)
+        return local[:, :-1], local[:, 1:]
+
+    def step(self, tokens: torch.Tensor) -> float:
+        """One training step on the global batch ``tokens`` (the same on every rank); the mean loss."""
+        inputs, labels = self.local_batch(tokens)
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=True)
+        ctx = contextlib.nullcontext()
+        if self.loss_parallel:
+            from torch.distributed.tensor.parallel import loss_parallel
+
+            ctx = loss_parallel()
+        with ctx:
+            loss = self._forward_backward(inputs, labels)
+        opt.step()
+        return self._mean_loss(loss)
+
+    def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
+        n = self.plan.schedule.num_microbatches
+        if self.schedule is None:
+            total = torch.zeros((), device=self.device)
+            for x, y in zip(inputs.chunk(n), labels.chunk(n)):
+                loss = self.loss_fn(self.stages[0](x), y) / n
+                loss.backward()
+                total += _plain(loss.detach())
+            return total
+        pp_rank, pp = self.mesh.coordinate("pp"), self.mesh.pp
+        losses: list[torch.Tensor] = []
+        args = (inputs,) if pp_rank == 0 else ()
+        last = pp_rank == (len(self.plan.stages) - 1) % pp
+        self.schedule.step(*args, target=labels if last else None, losses=losses if last else None)
+        return torch.stack([x.detach() for x in losses]).mean() if last else None
+
+    def _mean_loss(self, loss: torch.Tensor | None) -> float:
+        """Average over the ranks that computed a loss (the last pipeline rank's dp x cp x tp)."""
+        value = torch.zeros((), device=self.device) if loss is None else _plain(loss.detach()).float().reshape(())
+        dist.all_reduce(value)
+        return float(value) / (dist.get_world_size() // self.mesh.pp)
+
+
+def _plain(t: torch.Tensor) -> torch.Tensor:
+    """A replicated DTensor (a loss under ``loss_parallel``) as a plain tensor."""
+    from torch.distributed.tensor import DTensor
+
+    return t.full_tensor() if isinstance(t, DTensor) else t
+
+
+def _device(device_type: str | None) -> torch.device:
+    if device_type is None:
+        device_type = "cuda" if torch.cuda.is_available() and dist.get_backend() == "nccl" else "cpu"
+    if device_type == "cuda":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device(device_type)
+
+
+def _check(plan: Plan, lmap: LayerMap) -> None:
+    m = plan.mesh
+    if lmap.tied and (m.tp > 1 or m.pp > 1):
+        raise InputError(f"the model ties its embedding and head weights; the native runtime splits tied weights "
+                         f"neither over tp nor over pipeline stages (plan has tp {m.tp}, pp {m.pp}): untie them or plan tp 1, pp 1")
+
+
+def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, optimizer: Optimizer | None = None,
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> Runtime:
+    """Apply ``plan`` to ``module`` on the initialised default process group; see the module docstring.
+
+    ``module`` is the unsplit model (any device, ``meta`` included) whose forward maps token ids
+    (batch, seq) to logits (batch, seq, vocab) as the chain of the plan's layers. Raises InputError
+    (one line) when the plan does not match the module or the world.
+    """
+    if not dist.is_initialized():
+        raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
+                         "torch.distributed.init_process_group() first")
+    device = _device(device_type)
+    check_context_parallel(plan.mesh.cp, device.type)
+    lmap = map_layers(module, plan)
+    _check(plan, lmap)
+    pmesh = build_mesh(plan, device.type, dist.get_world_size())
+    pp_rank = pmesh.coordinate("pp")
+    chunks = [k for k in range(len(plan.stages)) if k % plan.mesh.pp == pp_rank]
+    stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
+    loss_parallel = pmesh.tp > 1 and pmesh.pp == 1
+    if pmesh.tp > 1:
+        from planner.runtime.tensor_parallel import apply_tensor_parallel
+
+        for stage in stages:
+            apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=plan.mesh.sp, loss_parallel=loss_parallel)
+    if pmesh.dp > 1:
+        from planner.runtime.fsdp import apply_fsdp
+
+        for stage in stages:
+            apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied)
+    runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
+                      loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
+                      loss_fn=loss_fn or next_token_loss)
+    if pmesh.pp > 1:
+        from planner.runtime.pipeline import build_schedule
+
+        runtime.schedule = build_schedule(plan.schedule.name, stages, chunks, len(plan.stages), pmesh.mesh["pp"], device,
+                                          plan.schedule.num_microbatches, runtime.loss_fn)
+    return runtime

@@ -1,0 +1,36 @@
+"""ZeRO / FSDP with FSDP2 (``torch.distributed.fsdp.fully_shard``), torchtitan's ``apply_fsdp``.
+
+Every layer of a stage with parameters is one FSDP unit, the stage module is the root unit
+(parameters shared between layers, tied embeddings, stay in the root). The data-parallel mesh is
+2-D (replicate, shard) (:mod:`planner.runtime.mesh`):
+
+- ZeRO 3: parameters, gradients and optimizer states sharded over ``dp``; parameters are freed
+  after forward and gathered again for backward (``reshard_after_forward=True``; Rajbhandari et al.
+  2020, stage P_os+g+p).
+- ZeRO 1 and 2: FSDP2 has no optimizer-only sharding; the closest it allows is to keep parameters
+  gathered from forward to backward (``reshard_after_forward=False``): gradients are reduce-scattered
+  and optimizer states sharded (ZeRO-2) and parameters are gathered once per step. ZeRO 1 runs as
+  ZeRO 2 (same numerics; gradient memory is that of ZeRO 2).
+- ZeRO 0: replication only, FSDP2 HSDP with one shard per replica (gradients all-reduced, as DDP).
+
+Gradients are averaged over the data-parallel ranks (FSDP2's default reduction).
+"""
+
+from __future__ import annotations
+
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import fully_shard
+
+from planner.runtime.stage import StageModule
+
+
+def apply_fsdp(stage: StageModule, dp_mesh: DeviceMesh, *, zero: int, tied: bool) -> None:
+    """Shard ``stage`` over ``dp_mesh`` as ZeRO ``zero`` says (see the module docstring)."""
+    reshard = zero == 3
+    for unit in stage.units:
+        module = stage.layer(unit)
+        if tied and unit.kind in ("embedding", "head"):
+            continue
+        if any(True for _ in module.parameters()):
+            fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard)
+    fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard)

@@ -1,0 +1,53 @@
+"""Give a runtime's parameters their values: the unsplit model's, then sharded.
+
+``meshplan run --seed S`` builds the unsplit model on the host under ``torch.manual_seed(S)`` with the
+model's own initialisation (:func:`planner.runtime.models.build_model`), so every plan of one model
+starts from the same full weights, and :func:`materialize` copies each local shard out of them:
+``to_empty`` on the stage modules (torchtitan's meta-device flow), then, per parameter and buffer,
+``distribute_tensor(full, mesh, placements, src_data_rank=None)`` (each rank slices its own shard
+from its own copy, no communication). Building the full model needs host memory for it on every
+rank: this suits models that fit on one host.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+
+import torch
+from torch import nn
+from torch.distributed.tensor import DTensor, distribute_tensor
+
+from planner.runtime.apply import Runtime
+from planner.runtime.stage import ROOT
+
+
+def synthetic_tokens(seed: int, step: int, batch: int, seq_len: int, vocab: int) -> torch.Tensor:
+    """Token ids (batch, seq_len + 1) of training step ``step``, from ``seed`` only."""
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + step)
+    return torch.randint(0, vocab, (batch, seq_len + 1), generator=gen)
+
+
+@torch.no_grad()
+def materialize(runtime: Runtime, full: nn.Module) -> None:
+    """Allocate ``runtime``'s stage modules on its device and fill them from the unsplit ``full``."""
+    state = dict(chain(full.named_parameters(remove_duplicate=False), full.named_buffers(remove_duplicate=False)))
+    for stage in runtime.stages:
+        stage.to_empty(device=runtime.device)
+        for name, tensor in chain(stage.named_parameters(), stage.named_buffers()):
+            src = state[name.removeprefix(ROOT)].detach().to(runtime.device)
+            if isinstance(tensor, DTensor):
+                shard = distribute_tensor(src, tensor.device_mesh, tensor.placements, src_data_rank=None)
+                tensor.to_local().copy_(shard.to_local())
+            else:
+                tensor.copy_(src)
+
+
+def vocab_size(module: nn.Module) -> int:
+    """Rows of the model's first embedding table (the token vocabulary)."""
+    for m in module.modules():
+        if isinstance(m, nn.Embedding):
+            return m.num_embeddings
+        weight = getattr(m, "token_weight", None)
+        if isinstance(weight, torch.Tensor):
+            return int(weight.shape[0])
+    raise ValueError("the model has no embedding table")

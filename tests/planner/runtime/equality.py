@@ -1,0 +1,143 @@
+"""The equality harness: train plans on CPU gloo worlds and one process, compare losses and weights.
+
+Workers run in a forkserver that has imported torch, transformers and the runtime once
+(``set_forkserver_preload``), so a world starts in about a second; each world trains many plans in
+turn (one process group, one mesh per plan). Every plan trains ``STEPS`` fp32 AdamW steps from the
+same seeded full weights on the same seeded batches (``planner.runtime.init``); the reference is the
+unsplit module's own ``forward`` trained in this process.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+
+STEPS, SEED, VOCAB = 3, 1234, 128
+RTOL = 1e-5
+"""Relative tolerance on losses and final parameters (fp32: reduction order differs across splits)."""
+ATOL = 1e-5
+"""Absolute floor for parameters: AdamW normalises each gradient element, so roundoff on a near-zero
+gradient element moves its weight by up to a fraction of lr = 1e-3; 1e-5 is 1 % of one step."""
+
+_PRELOAD = ["torch", "torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
+            "transformers.models.llama.modeling_llama", "planner.runtime.apply", "planner.runtime.init",
+            "planner.runtime.models", "planner.schema"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One plan of one model to train: ``model`` is what ``build_model`` takes."""
+
+    name: str
+    model: Any
+    plan_json: str
+    corrupt: bool = False
+    """Move the first stage boundary in the applied module by one layer (the negative test)."""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def reference(model: Any) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """Losses and final weights of ``STEPS`` steps of the unsplit model in this process."""
+    from planner.runtime.apply import default_optimizer, next_token_loss
+    from planner.runtime.init import synthetic_tokens
+    from planner.runtime.models import build_model
+    from plan_helpers import BATCH, SEQ
+
+    torch.manual_seed(SEED)
+    module = build_model(model, device="cpu")
+    opt = default_optimizer(list(module.parameters()))
+    losses = []
+    for step in range(STEPS):
+        tokens = synthetic_tokens(SEED, step, BATCH, SEQ, VOCAB)
+        out = module(tokens[:, :-1])
+        logits = out.logits if hasattr(out, "logits") else out
+        opt.zero_grad()
+        loss = next_token_loss(logits, tokens[:, 1:])
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, {n: p.detach().clone() for n, p in module.named_parameters()}
+
+
+def _corrupt(plan: Any) -> Any:
+    """The plan with its first stage boundary moved one layer later in the module only."""
+    stages = [s.model_copy(update={"layers": list(s.layers), "layer_recompute": list(s.layer_recompute)}) for s in plan.stages]
+    stages[0].layers.append(stages[1].layers[0])  # the boundary layer now also runs at the end of chunk 0
+    stages[0].layer_recompute.append("none")
+    return plan.model_copy(update={"stages": stages})
+
+
+def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None:
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    from planner.runtime.apply import apply
+    from planner.runtime.init import materialize, synthetic_tokens
+    from planner.runtime.models import build_model
+    from planner.schema import Plan
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        for job in jobs:
+            t0 = __import__("time").time()
+            plan = Plan.model_validate_json(job.plan_json)
+            runtime = apply(_corrupt(plan) if job.corrupt else plan, build_model(job.model))
+            torch.manual_seed(SEED)
+            materialize(runtime, build_model(job.model, device="cpu"))
+            losses = [runtime.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB))
+                      for s in range(STEPS)]
+            params = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in runtime.named_parameters()}
+            writer = all(runtime.mesh.coordinate(d) == 0 for d in ("dp", "cp", "tp"))
+            if writer:
+                torch.save({"losses": losses, "params": params}, Path(out) / f"{job.name}.rank{rank}.pt")
+            dist.barrier()
+            if rank == 0 and os.environ.get("EQ_DEBUG"):
+                print(job.name, __import__("time").time() - t0, file=sys.stderr, flush=True)
+    finally:
+        dist.destroy_process_group()
+
+
+def run_world(world: int, jobs: list[Job], out: Path) -> None:
+    """Train ``jobs`` in one gloo world of ``world`` processes (forkserver workers)."""
+    multiprocessing.set_forkserver_preload(_PRELOAD)
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    mp.start_processes(_worker, args=(world, free_port(), str(out), jobs), nprocs=world, start_method="forkserver")
+
+
+def results(out: Path, name: str) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """Losses and merged full parameters of job ``name`` (every pipeline rank's writer)."""
+    losses: list[float] | None = None
+    params: dict[str, torch.Tensor] = {}
+    for file in sorted(out.glob(f"{name}.rank*.pt")):
+        data = torch.load(file)
+        losses = losses or data["losses"]
+        params.update(data["params"])
+    assert losses is not None, f"no results for {name}"
+    return losses, params
+
+
+def compare(ref: tuple[list[float], dict[str, torch.Tensor]], got: tuple[list[float], dict[str, torch.Tensor]]) -> None:
+    """AssertionError unless losses and every parameter agree to RTOL (ATOL near zero)."""
+    ref_losses, ref_params = ref
+    losses, params = got
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=RTOL, atol=0)
+    assert sorted(params) == sorted(ref_params), f"parameter names differ: {set(params) ^ set(ref_params)}"
+    for name, want in ref_params.items():
+        torch.testing.assert_close(params[name], want, rtol=RTOL, atol=ATOL, msg=lambda m, n=name: f"{n}: {m}")
