@@ -1,0 +1,44 @@
+"""Writing and showing the cluster files ``meshplan profile`` and ``meshplan calibrate`` produce."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from planner.cli._common import UsageError
+
+
+def check_target(path: str) -> None:
+    """Refuse, before any work, an output path whose directory is missing or that is a directory."""
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"-o {path} is a directory (give a file name such as {target / 'cluster.json'})")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise UsageError(f"-o {path}: cannot write it: directory {parent} does not exist")
+
+
+def write_cluster_file(path: str, entry: dict[str, Any]) -> None:
+    """Write ``entry`` as indented JSON atomically (a temporary file beside it, then a rename), so a
+    failure never leaves a half-written cluster file."""
+    check_target(path)
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(entry, indent=2) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def fmt(value: float | None) -> str:
+    """A measurement in 4 significant digits, ``-`` when absent."""
+    return "-" if value is None else f"{value:.4g}"

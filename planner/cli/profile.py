@@ -1,0 +1,132 @@
+"""``meshplan profile``: measure this cluster with torch microbenchmarks and write a cluster file.
+
+Every rank (``torchrun``) measures; rank 0 writes the file atomically and prints the table of
+measured values against the preset's assumptions and a chart of all-reduce bus bandwidth by size.
+The progress bar goes to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from planner.cli._common import EXIT_OK, add_subparser
+
+_EXAMPLES = """\
+  torchrun --nproc-per-node 8 -m cli profile -o my_cluster.json
+  torchrun --nnodes 2 --nproc-per-node 8 --rdzv-endpoint HOST:29500 -m cli profile --sizes 4KiB..1GiB -o two_nodes.json
+  torchrun --standalone --nproc-per-node 4 -m cli profile --device cpu -o cpu_cluster.json
+  meshplan profile --device cpu --quick -o laptop.json      # one process: compute and memory only
+  meshplan plan --model llama3.1-8b --cluster my_cluster.json --gpus 16 --global-batch 256 --seq-len 8192"""
+
+_DESCRIPTION = """\
+Measure GEMMs at transformer-layer shapes (bf16, fp8 where the GPU has it; fp32 on CPU), causal
+attention per SDPA backend, memory bandwidth, kernel overhead, and all-reduce / all-gather /
+reduce-scatter / all-to-all / send-recv inside a node and across nodes, then write a cluster JSON
+(the format --cluster reads) with the measured ceilings and efficiencies, a citation for each number
+and the raw measurements. Start it with torchrun, one process per GPU (per CPU "GPU" with --device
+cpu, gloo); a single process measures compute and memory only. Compared with --preset (default: the
+GPU's node preset)."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``profile`` subcommand."""
+    parser = add_subparser(subparsers, "profile", "measure this cluster and write a cluster JSON", _DESCRIPTION, _EXAMPLES)
+    parser.add_argument("-o", "--output", required=True, metavar="FILE", help="cluster JSON to write (rank 0)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), help="device to measure (default: cuda when visible, else cpu)")
+    parser.add_argument("--sizes", metavar="SPEC", help="collective buffer sizes: MIN..MAX (powers of 4) or a list, e.g. 4KiB..1GiB or 1KiB,1MiB")
+    parser.add_argument("--hidden", metavar="H,...", help="hidden sizes whose layer GEMMs to time (default per device)")
+    parser.add_argument("--seq-lens", metavar="S,...", help="attention sequence lengths (default per device)")
+    parser.add_argument("--preset", metavar="C", help="cluster preset or file to compare with and take unmeasured numbers from")
+    parser.add_argument("--name", help="the cluster's name (default: the output file's stem)")
+    parser.add_argument("--quick", action="store_true", help="fewer shapes and sizes (a first look, tests)")
+    parser.add_argument("--json", action="store_true", help="print the written cluster object as JSON instead of the tables")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Measure on every rank; rank 0 writes and prints."""
+    from planner.cli._cluster_out import check_target, write_cluster_file
+
+    check_target(args.output)
+    options = _options(args)
+    import torch.distributed as dist
+
+    from planner.runtime.profile import check_device, init_process_group_from_env, profile_cluster
+
+    check_device(options.device)
+    created = init_process_group_from_env(options.device)
+    try:
+        leader = not dist.is_initialized() or dist.get_rank() == 0
+        with _progress(leader) as progress:
+            result = profile_cluster(options, name=args.name or Path(args.output).stem, preset=args.preset, progress=progress)
+        if leader:
+            write_cluster_file(args.output, result.entry)
+            _show(args, result)
+    finally:
+        if created:
+            dist.destroy_process_group()
+    return EXIT_OK
+
+
+def _options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
+    """Device defaults with the flags applied."""
+    import dataclasses
+
+    import torch
+
+    from planner.runtime.profile import default_options, parse_sizes
+    from planner.runtime.profile.options import parse_ints
+
+    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    options = default_options(device, quick=args.quick)
+    changes = {}
+    if args.sizes:
+        changes["collective_bytes"] = parse_sizes(args.sizes)
+    if args.hidden:
+        changes["hidden_sizes"] = parse_ints(args.hidden, "--hidden")
+    if args.seq_lens:
+        changes["attention_seq_lens"] = parse_ints(args.seq_lens, "--seq-lens")
+    return dataclasses.replace(options, **changes)
+
+
+class _progress:
+    """A rich progress bar on stderr for rank 0 when stderr is a terminal (a no-op elsewhere, so logs
+    stay clean); yields the callback."""
+
+    def __init__(self, leader: bool) -> None:
+        self.bar = None
+        if leader and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total}"),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+
+    def __enter__(self):  # type: ignore[no-untyped-def]
+        if self.bar is None:
+            return None
+        self.bar.start()
+        task = self.bar.add_task("profiling", total=None)
+
+        def update(done: int, total: int, label: str) -> None:
+            self.bar.update(task, completed=done, total=total, description=label[:40])  # type: ignore[union-attr]
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+def _show(args: argparse.Namespace, result) -> None:  # type: ignore[no-untyped-def]
+    """The written cluster as JSON, or the comparison table and the bandwidth chart."""
+    if args.json:
+        print(json.dumps(result.entry, indent=2))
+        return
+    from planner.cli._profile_view import print_profile
+
+    print_profile(result, args.output)
+    sys.stdout.flush()
