@@ -45,3 +45,15 @@ def load_plan(path: str) -> Plan:
     from planner.plans import load_plan as _load_plan
 
     return _load_plan(path)
+
+
+def sweep(**kwargs: Any) -> Any:
+    """The best plan, time and cost to train for every point of a grid of clusters, GPU counts,
+    batches and sequence lengths; see :func:`planner.sweep.api.sweep`. (Once ``planner.sweep`` is
+    imported it names the package, which is callable the same way.)"""
+    from planner.sweep.api import sweep as _sweep
+
+    return _sweep(**kwargs)
+
+
+__all__ += ["sweep"]

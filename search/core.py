@@ -42,11 +42,16 @@ REFINE_WORK_LIMIT = 30_000
 the same inputs give the same plan; a time limit refines until it expires instead)."""
 
 
-def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, progress: Progress | None = None) -> SearchResult:
-    """Find the fastest configuration that fits (see module docstring)."""
+def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, progress: Progress | None = None,
+                table: CostTable | None = None) -> SearchResult:
+    """Find the fastest configuration that fits (see module docstring).
+
+    ``table``: a cost table of ``model`` on ``cluster`` to reuse across searches (``planner.sweep``
+    shares one per model and cluster); its memos hold pure functions of their keys, so the result is
+    the same as with a fresh table."""
     start = time.perf_counter()
     deadline = start + DEADLINE_SHARE * req.time_limit_s if req.time_limit_s else None
-    table = build_cost_table(model, cluster)
+    table = table if table is not None and table.model is model and table.cluster is cluster else build_cost_table(model, cluster)
     every = _all_options(model, cluster, req)
     memory, bases = _bounds(table, every, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
     pool = Pool(req.top_k)
@@ -94,7 +99,7 @@ def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tu
     """Memory bound of each option (``inf`` where the deadline came first) and, for those that may
     fit, (time bound, index, option) sorted best first. Options are visited in :func:`spread_order`,
     so that a deadline leaves a sample of the whole space rather than its first meshes."""
-    memo: dict = {}
+    memo: dict = table.memo.setdefault("search.bounds", {})  # keyed by local view: shared by searches on this table
     memory, bases = [math.inf] * len(every), []
     capacity = table.cluster.gpu.hbm_gib
     for n, i in enumerate(spread_order(len(every))):

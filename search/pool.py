@@ -20,6 +20,8 @@ class Pool:
         self.top_k = max(1, top_k)
         self._best: dict[tuple, Candidate] = {}
         self._miss: Candidate | None = None
+        self._order: tuple[Candidate, ...] | None = None
+        """:meth:`ranked`, sorted once per change (the search asks after every option it evaluates)."""
 
     def add(self, c: Candidate) -> None:
         """Record ``c`` if it fits and beats its shape's best, or if it is the nearest miss so far."""
@@ -31,13 +33,19 @@ class Pool:
         old = self._best.get(key)
         if old is None or c.step_time_s < old.step_time_s:
             self._best[key] = c
+            self._order = None
+
+    def _ranked(self) -> tuple[Candidate, ...]:
+        if self._order is None:
+            self._order = tuple(sorted(self._best.values(), key=lambda c: c.step_time_s))
+        return self._order
 
     def ranked(self) -> list[Candidate]:
         """Fitting candidates, fastest first (ties keep insertion order)."""
-        return sorted(self._best.values(), key=lambda c: c.step_time_s)
+        return list(self._ranked())
 
     def best(self) -> Candidate | None:
-        ranked = self.ranked()
+        ranked = self._ranked()
         return ranked[0] if ranked else None
 
     def best_s(self) -> float:
@@ -46,7 +54,7 @@ class Pool:
 
     def cutoff_s(self) -> float:
         """Step time an option must beat to enter the top k (infinite until k plans fit)."""
-        ranked = self.ranked()
+        ranked = self._ranked()
         return ranked[self.top_k].step_time_s if len(ranked) > self.top_k else math.inf
 
     def runners_up(self) -> tuple[Candidate, ...]:

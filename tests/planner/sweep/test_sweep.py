@@ -1,0 +1,97 @@
+"""``planner.sweep``: every point is the plan a single ``planner.plan`` finds, whichever way the
+searches ran; the batch chosen per point trains fastest; what no point can do is an error."""
+
+from __future__ import annotations
+
+import pytest
+
+import planner
+from planner.errors import InputError, NoFeasiblePlanError
+from planner.sweep import sweep
+from tests.planner.sweep.conftest import GRID
+
+
+def test_every_point_is_the_plan_a_single_search_finds(tiny_sweep, tiny_model: str) -> None:
+    points = tiny_sweep.result.points
+    assert [(p.cluster, p.gpus, p.global_batch) for p in points] == [
+        (c, g, 16) for c in ("dgx-h100", "dgx-a100") for g in (8, 16)]  # stable grid order
+    for p in points:
+        single = planner.plan(model=tiny_model, cluster=p.cluster, gpus=p.gpus, global_batch=p.global_batch, seq_len=1024)
+        assert p.status == "ok" and p.step_time_s == single.estimate.step_time_s
+        assert tiny_sweep.plan(p.index).to_json() == single.to_json()  # the same plan, byte for byte
+        assert p.mfu == single.estimate.mfu and p.peak_memory_gib == single.estimate.peak_memory_gib
+
+
+def test_local_processes_give_the_same_bytes(tiny_sweep, tiny_model: str) -> None:
+    parallel = sweep(model=tiny_model, workers=2, **GRID)
+    assert parallel.result.to_json() == tiny_sweep.result.to_json()
+    assert parallel.plans == tiny_sweep.plans
+
+
+def test_training_figures_follow_from_the_plan(tiny_sweep) -> None:
+    """Time, GPU-hours, cost and energy recomputed by hand from each plan's estimate."""
+    power = {x.cluster: x for x in tiny_sweep.result.power}
+    assert power["dgx-h100"].gpu_tdp_w == 700 and power["dgx-a100"].gpu_tdp_w == 400
+    for p in tiny_sweep.result.points:
+        e = tiny_sweep.plan(p.index).estimate
+        seconds = 20e9 / (p.global_batch * 1024) * e.step_time_s
+        assert p.time_to_train_s == pytest.approx(seconds, rel=1e-12)
+        assert p.gpu_hours == pytest.approx(p.gpus * seconds / 3600, rel=1e-12)
+        assert p.cost_usd == pytest.approx(p.gpu_hours * {"dgx-h100": 3.0, "dgx-a100": 1.5}[p.cluster], rel=1e-12)
+        busy = (e.time_breakdown_s.compute + e.time_breakdown_s.recompute) / e.step_time_s
+        watts = p.gpus * power[p.cluster].gpu_tdp_w * busy + p.nodes * power[p.cluster].node_overhead_w
+        assert p.energy_kwh == pytest.approx(seconds * watts / 3.6e6, rel=1e-12)
+        assert p.tokens_per_s == e.tokens_per_s and p.memory_headroom_gib == pytest.approx(e.memory_capacity_gib - e.peak_memory_gib)
+
+
+def test_scaling_efficiency_is_per_gpu_throughput_against_the_smallest_count(tiny_sweep) -> None:
+    by = {(p.cluster, p.gpus, p.global_batch): p for p in tiny_sweep.result.points}
+    for (cluster, gpus, batch), p in by.items():
+        base = by[cluster, 8, batch]
+        assert p.scaling_efficiency == pytest.approx((p.tokens_per_s / gpus) / (base.tokens_per_s / 8))
+    assert {by[c, 8, 16].scaling_efficiency for c in ("dgx-h100", "dgx-a100")} == {1.0}
+    assert all(0 < p.scaling_efficiency <= 1.0 for p in by.values())
+
+
+def test_a_batch_range_keeps_the_batch_that_trains_fastest_not_the_largest(small_model: str) -> None:
+    run = sweep(model=small_model, cluster="dgx-h100", gpus=8, global_batch="16..1024", critical_batch=64, seq_len=2048, tokens="5B")
+    (point,) = run.result.points
+    tries = {t.global_batch: t.step_time_s for t in point.batch_tries}
+    assert sorted(tries) == [16, 32, 64, 128, 256, 512, 1024] and None not in tries.values()
+    # McCandlish et al. 2018: time to train is proportional to step_time(B) (1 + B_crit / B)
+    expected = min(tries, key=lambda b: tries[b] * (1 + 64 / b))
+    assert point.global_batch == expected and 16 < expected < 1024
+    assert point.tokens_needed == pytest.approx(5e9 * (1 + expected / 64) / 2)
+    assert min(t.relative_time for t in point.batch_tries) == 1.0
+
+
+def test_a_grid_without_any_plan_raises(tiny_model: str) -> None:
+    with pytest.raises(NoFeasiblePlanError, match="no point of the grid has a plan"):
+        sweep(model="gpt3-175b", cluster="dgx-a100", gpus=1, global_batch=1, seq_len=2048)
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(gpus="4096..64"), "empty range"),
+    (dict(gpus="12"), "does not fill whole dgx-h100 nodes of 8 GPUs"),
+    (dict(global_batch="auto"), "needs --critical-batch"),
+    (dict(deadline="30d"), "--deadline needs --tokens"),
+    (dict(workers=0), "workers must be a positive number"),
+])
+def test_bad_grids_are_input_errors(tiny_model: str, kwargs: dict, message: str) -> None:
+    grid = dict(model=tiny_model, cluster="dgx-h100", gpus="8", global_batch="16", seq_len=1024) | kwargs
+    with pytest.raises(InputError, match=message):
+        sweep(**grid)
+
+
+def test_planner_sweep_is_the_api_before_and_after_the_package_loads() -> None:
+    """``planner.sweep(...)`` is a lazy function until the package loads, then the callable package."""
+    import subprocess
+    import sys
+
+    code = ("import planner, sys; assert 'planner.sweep' not in sys.modules; f = planner.sweep\n"
+            "for call in (f, planner.sweep):\n"
+            "    try:\n        call(model='llama3.1-8b', cluster='dgx-h100', gpus='9', global_batch=8, seq_len=8)\n"
+            "    except planner.InputError as err:\n        print(err)\n"
+            "import planner.sweep.grid; print(type(planner.sweep).__name__)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out[0] == out[1] and "does not fill whole dgx-h100 nodes" in out[0] and out[2] == "_CallableModule"
