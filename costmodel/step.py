@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from costmodel import comm
 from costmodel.engines import EngineTerms, engine_terms
+from costmodel.offload import activation_offload_time, optimizer_offload_time
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
@@ -121,9 +122,10 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     pp_link, pp_exposed = _pipeline_comm(table, cfg, r, m)
     dp_link, dp_exposed = _data_parallel_comm(table, cfg, r, m)
     optimizer_s = max(_optimizer_time(table, cfg, t) for t in r.types)
+    offload_s = _offload_time(table, cfg, r, m)
     breakdown = {
         "compute": m * (crit.fwd_s + crit.bwd_s),
-        "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed,
+        "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed + offload_s,
         "pipeline_bubble": bubble_s,
         "recompute": m * crit.recompute_s,
         "optimizer": optimizer_s,
@@ -134,7 +136,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     peaks = [sum(x.values()) for x in memories]
     top = peaks.index(max(peaks))
     return StepEstimate(
-        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s,
+        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s + offload_s,
         model_flops=table.model_flops(cfg.global_batch, cfg.seq_len),
         time_breakdown_s=breakdown,
         link_time_s=links,
@@ -220,12 +222,32 @@ def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple[comm.
     return hit
 
 
+def _local_params(cfg: ParallelConfig, t: RankSums) -> float:
+    """Parameters whose optimizer step this GPU runs (its ZeRO shard)."""
+    shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
+    shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
+    return (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
+
+
+def _offload_time(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> float:
+    """Exposed host-offload time of the slowest rank type (``costmodel.offload``)."""
+    worst = 0.0
+    for t in r.types:
+        seconds = 0.0
+        if cfg.offload_optimizer:
+            seconds += optimizer_offload_time(table.cluster, _local_params(cfg, t), cfg.grad_reduce_bytes, cfg.param_bytes, t.bwd_s)
+        if cfg.offload_activations:
+            seconds += m * activation_offload_time(table.cluster, t.act_bytes, t.fwd_s + t.bwd_s)
+        worst = max(worst, seconds)
+    return worst
+
+
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
     """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, plus the
     step's fixed cost (the cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`)."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
-    local = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
+    local = 0.0 if cfg.offload_optimizer else (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
     host = cfg.num_microbatches * engine_terms(cfg).microbatch_host_s
@@ -242,12 +264,14 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
     d = model_state_bytes(t.params - t.expert_params, dense_shard, cfg.zero, *sizes)
     e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), cfg.zero, *sizes)
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
+    if cfg.offload_activations:  # one micro-batch's stage on the GPU while the rest waits on the host
+        flight = min(flight, 1.0)
     acts = flight * t.act_bytes + t.work_bytes
     buffers = _buffer_bytes(cfg, t, terms) + FRAGMENTATION * acts
     return {
         "params": (d[0] + e[0]) / GIB,
         "grads": (d[1] + e[1]) / GIB,
-        "optimizer_states": (d[2] + e[2]) / GIB,
+        "optimizer_states": 0.0 if cfg.offload_optimizer else (d[2] + e[2]) / GIB,
         "activations": acts / GIB,
         "buffers": buffers / GIB + table.cluster.runtime_overhead_gib,
     }
