@@ -89,6 +89,25 @@ class StepEstimate:
         return max(0.0, self.peak_memory_gib - self.capacity_gib)
 
 
+def _terms(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
+    """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
+    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1)
+    hit = table.memo.get(key)
+    if hit is None:
+        hit = table.memo[key] = engine_terms(cfg)
+    return hit
+
+
+def _fp8_speedup(table: CostTable, cfg: ParallelConfig) -> float:
+    """FP8 over BF16 GEMM rate on the table's cluster, 1 for bf16 (memoised)."""
+    if cfg.precision != "fp8":
+        return 1.0
+    hit = table.memo.get("fp8_speedup")
+    if hit is None:
+        hit = table.memo["fp8_speedup"] = fp8_gemm_speedup(table.cluster)
+    return hit
+
+
 def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> LocalConfig:
     """The per-layer view of ``cfg`` for layers recomputed as ``recompute``."""
     return LocalConfig(
@@ -105,8 +124,8 @@ def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> Local
         tp_comm_overlap=cfg.tp_comm_overlap,
         zero3_bucket_params=cfg.zero3_bucket_params,
         zero3_overlap=cfg.overlap_param_gather,
-        terms=engine_terms(cfg),
-        fp8_speedup=fp8_gemm_speedup(table.cluster) if cfg.precision == "fp8" else 1.0,
+        terms=_terms(table, cfg),
+        fp8_speedup=_fp8_speedup(table, cfg),
     )
 
 
@@ -164,7 +183,7 @@ def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> t
     one = comm.send_recv(cluster, full / (1 if sp else cfg.tp), across)
     if cfg.tp > 1 and not sp:
         one += comm.all_gather(cluster, comm.place_group(cfg.tp, 1, cluster.gpus_per_node), full)
-    interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and engine_terms(cfg).p2p_overlapped
+    interleaved = cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and _terms(table, cfg).p2p_overlapped
     exposed = p2p_exposed(one, cfg.pp, m, cfg.vpp, overlapped=interleaved)
     return 2 * m * cfg.vpp * one, exposed
 
@@ -198,7 +217,7 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
         red = per_step * (dense_red(dense * cfg.grad_reduce_bytes) + expert_red(expert * cfg.grad_reduce_bytes))
         gather = dense_ag(dense * cfg.param_bytes) + expert_ag(expert * cfg.param_bytes) if cfg.zero else 0.0
         red_exposed = red
-        if cfg.overlap_grad_reduce and not (cfg.pp > 1 and engine_terms(cfg).dp_after_flush):
+        if cfg.overlap_grad_reduce and not (cfg.pp > 1 and _terms(table, cfg).dp_after_flush):
             bucket = min(1.0, GRAD_BUCKET_PARAMS / max(t.params, 1.0))
             red_exposed = max(red * bucket, red - t.bwd_s * per_step)
         gather_exposed = max(0.0, gather - t.fwd_s) if cfg.overlap_param_gather else gather
@@ -250,7 +269,7 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
     local = 0.0 if cfg.offload_optimizer else (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
-    host = cfg.num_microbatches * engine_terms(cfg).microbatch_host_s
+    host = cfg.num_microbatches * _terms(table, cfg).microbatch_host_s
     return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
 
 
@@ -259,7 +278,7 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
     sharded over their groups), activations of the in-flight micro-batches plus the largest
     transient, buffers."""
     dense_shard = cfg.dp * cfg.cp
-    terms = engine_terms(cfg)
+    terms = _terms(table, cfg)
     sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     d = model_state_bytes(t.params - t.expert_params, dense_shard, cfg.zero, *sizes)
     e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), cfg.zero, *sizes)
