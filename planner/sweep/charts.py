@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from planner.report.svg import PALETTE, Svg, nice_step
 
 WIDTH, HEIGHT = 980, 300
-LEFT, RIGHT, TOP, BOTTOM = 70, 20, 30, 40
+LEFT, RIGHT, TOP, BOTTOM = 70, 20, 48, 40
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ def line_chart(title: str, series: Sequence[Series], y_label: str, fmt: Callable
     for x in xs:
         svg.text(x_of(x), HEIGHT - BOTTOM + 16, f"{x:,}", size=10, anchor="middle")
     svg.text((LEFT + WIDTH) / 2, HEIGHT - 6, "GPUs", size=11, anchor="middle")
-    svg.text(4, TOP - 6, y_label, size=11)
+    svg.text(4, TOP - 14, y_label, size=11)
     for k, s in enumerate(series):
         colour = PALETTE[k % len(PALETTE)]
         shown = [(x, v) for x, v in s.points if v > 0 or not log_y]

@@ -31,6 +31,11 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-." else "_" for c in Path(name).stem)[:40]
 
 
+def _pct(v: float) -> str:
+    """An axis or hover percentage with three significant figures (``52.3 %``, ``1.25 %``)."""
+    return f"{100 * v:.3g} %"
+
+
 def _series(result: SweepResult, value) -> list[Series]:
     chosen = result.request.batch_chosen_per_point
     groups: dict[tuple, list[SweepPoint]] = {}
@@ -49,9 +54,9 @@ def _charts(result: SweepResult) -> str:
     parts = [
         figure(line_chart("Throughput", _series(result, lambda x: x.tokens_per_s), "tokens/s", fmt.count, log_y=True),
                "Tokens per second of the whole job with each point's best plan (log scales)."),
-        figure(line_chart("Model FLOPs utilisation", _series(result, lambda x: x.mfu), "MFU", lambda v: fmt.percent(v, 0)),
+        figure(line_chart("Model FLOPs utilisation", _series(result, lambda x: x.mfu), "MFU", _pct),
                "Model FLOPs per second over the GPUs' dense peak."),
-        figure(line_chart("Scaling efficiency", _series(result, lambda x: x.scaling_efficiency), "efficiency", lambda v: fmt.percent(v, 0)),
+        figure(line_chart("Scaling efficiency", _series(result, lambda x: x.scaling_efficiency), "efficiency", _pct),
                "Tokens/s per GPU relative to the smallest GPU count of the same cluster, sequence and batch."),
         figure(line_chart("Memory headroom", _series(result, lambda x: x.memory_headroom_gib), "GiB free", lambda v: f"{v:g}"),
                "Capacity minus the most loaded GPU's predicted peak."),

@@ -142,8 +142,13 @@ class SweepResult(BaseModel):
         if not timed:
             return None
         best = min(timed, key=lambda p: (p.time_to_train_s, p.index))
-        days = (self.request.deadline_s or 0.0) / 86400
-        over = best.time_to_train_days - days  # type: ignore[operator]
-        return (f"no point trains within the deadline of {days:g} days; closest: {best.cluster}, {best.gpus} GPUs, "
-                f"batch {best.global_batch}, sequence {best.seq_len}: {best.time_to_train_days:.1f} days ({over:.1f} days over); "
+        deadline = self.request.deadline_s or 0.0
+        over = best.time_to_train_s - deadline  # type: ignore[operator]
+        return (f"no point trains within the deadline of {duration(deadline)}; closest: {best.cluster}, {best.gpus} GPUs, "
+                f"batch {best.global_batch}, sequence {best.seq_len}: {duration(best.time_to_train_s)} ({duration(over)} over); "  # type: ignore[arg-type]
                 f"try more GPUs, faster GPUs or a later deadline")
+
+
+def duration(seconds: float) -> str:
+    """``41.2 days`` from a day up, ``5.3 hours`` below."""
+    return f"{seconds / 86400:,.1f} days" if seconds >= 86400 else f"{seconds / 3600:.1f} hours"

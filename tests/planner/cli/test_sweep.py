@@ -1,0 +1,64 @@
+"""``meshplan sweep`` as a user runs it: table, JSON and report files; bad grids one line each (exit 2);
+a deadline nothing meets exits 3 naming the closest point and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from planner.plans import load_plan
+from tests.planner.sweep.conftest import TINY, write_config
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> list[str]:
+    return ["--model", write_config(tmp_path, TINY), "--cluster", "dgx-h100", "--seq-len", "1024"]
+
+
+def test_sweep_prints_a_table_and_writes_json_report_and_plans(meshplan, tiny, tmp_path: Path) -> None:
+    out, report = tmp_path / "sweep.json", tmp_path / "sweep.html"
+    proc = meshplan("sweep", *tiny, "--gpus", "8..16", "--global-batch", "16", "--tokens", "1B", "--price-per-gpu-hour", "2",
+                    "--deadline", "30d", "-o", str(out), "--report", str(report))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].split()[:4] == ["cluster", "GPUs", "seq", "batch"] and [x.split()[1] for x in lines[1:3]] == ["8", "16"]
+    assert lines[3].startswith("deadline: dgx-h100: 8 GPUs")
+    data = json.loads(out.read_text())
+    assert [p["gpus"] for p in data["points"]] == [8, 16] and data["deadline"][0]["gpus"] == 8
+    for point in data["points"]:
+        plan = load_plan(tmp_path / point["plan_file"])
+        assert plan.estimate.step_time_s == point["step_time_s"]
+        assert (tmp_path / point["report_file"]).read_text().startswith("<!DOCTYPE html>")
+    assert set(re.findall(r'<a href="([^"#]+)"', report.read_text())) == {p["report_file"] for p in data["points"]}
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize(("flags", "fragment"), [
+    (["--gpus", "4096..64", "--global-batch", "16"], "--gpus 4096..64 is an empty range"),
+    (["--gpus", "12", "--global-batch", "16"], "--gpus 12 does not fill whole dgx-h100 nodes of 8 GPUs"),
+    (["--gpus", "8", "--global-batch", "auto"], "needs --critical-batch"),
+    (["--gpus", "8", "--global-batch", "16", "--deadline", "30d"], "--deadline needs --tokens"),
+    (["--gpus", "8", "--global-batch", "16", "-o", "sweep.txt"], "must end in .json or .csv"),
+])
+def test_bad_grids_are_one_line(meshplan, one_line_error, tiny, flags: list[str], fragment: str) -> None:
+    one_line_error(meshplan("sweep", *tiny, *flags), 2, fragment)
+
+
+def test_ray_without_ray_installed_is_one_line(meshplan, one_line_error, tiny, tmp_path: Path) -> None:
+    """A ``ray`` package that fails to import stands for an environment without the extra."""
+    shadow = tmp_path / "shadow" / "ray"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('No module named ray')\n")
+    proc = meshplan("sweep", *tiny, "--gpus", "8", "--global-batch", "16", "--ray", "auto", env={"PYTHONPATH": str(shadow.parent)})
+    one_line_error(proc, 2, "--ray needs Ray, which is not installed: pip install 'meshplan[ray]'")
+
+
+def test_a_deadline_nothing_meets_exits_3_with_the_closest_point(meshplan, one_line_error, tiny, tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    out.write_text("previous sweep")
+    proc = meshplan("sweep", *tiny, "--gpus", "8,16", "--global-batch", "16", "--tokens", "1T", "--deadline", "1h", "-o", str(out))
+    one_line_error(proc, 3, "no point trains within the deadline of 1.0 hours; closest: dgx-h100, 16 GPUs, batch 16, sequence 1024: ")
+    assert out.read_text() == "previous sweep"
