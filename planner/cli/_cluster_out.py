@@ -39,6 +39,21 @@ def write_cluster_file(path: str, entry: dict[str, Any]) -> None:
         raise
 
 
+def resolve_cluster_entry(entry: dict[str, Any], path: str) -> None:
+    """Check, before writing, that ``entry`` loads as the cluster file ``path`` will be (the loader's
+    own validation); a failure is an internal error, never a file that --cluster then refuses."""
+    from profiles import ProfileError
+    from profiles.entries import build_cluster
+
+    def inline_only(name: str, where: str) -> Any:
+        raise ProfileError(f"{where}: the GPU must be written inline, not as the name '{name}'")
+
+    try:
+        build_cluster(entry, f"cluster file '{path}'", Path(path).stem, inline_only)
+    except ProfileError as err:
+        raise RuntimeError(f"the cluster about to be written does not load: {err}") from None
+
+
 def fmt(value: float | None) -> str:
     """A measurement in 4 significant digits, ``-`` when absent."""
     return "-" if value is None else f"{value:.4g}"
