@@ -1,5 +1,6 @@
 """The few factors ``meshplan calibrate`` fits, each a named, documented change to a cluster's
-``EfficiencySpec``. A factor is a multiplier of measured ceilings (``compute``, ``memory``, ``comm``:
+``EfficiencySpec``. A factor is a multiplier of measured ceilings (``compute``, ``attention``,
+``memory``, ``comm``:
 how much of what the microbenchmarks reached a training step gets, as ``bench/calibrate.py``'s
 ``loop`` factor does for the presets) or an absolute time (``overhead``, ``step_fixed``). Efficiencies
 stay within (0, 1]: a multiplied field is capped at 1.
@@ -48,8 +49,10 @@ class Factor:
 FACTORS: dict[str, Factor] = {
     f.name: f
     for f in (
-        Factor("compute", "share of the measured GEMM and attention ceilings a training step reaches "
-               "(multiplies gemm_max and attention)", ("gemm_max", "attention"), True, 0.05, 20.0),
+        Factor("compute", "share of the measured GEMM ceiling a training step reaches (multiplies gemm_max)",
+               ("gemm_max",), True, 0.05, 20.0),
+        Factor("attention", "share of the measured attention-kernel rate a training step reaches (multiplies "
+               "attention)", ("attention",), True, 0.02, 50.0),
         Factor("memory", "share of the measured bandwidth memory-bound kernels (norms, activations, the "
                "optimizer) reach (multiplies memory)", ("memory",), True, 0.05, 20.0),
         Factor("overhead", "fixed time of every kernel: launch on a GPU, op dispatch on a CPU, us "
@@ -63,7 +66,7 @@ FACTORS: dict[str, Factor] = {
     )
 }
 """Every factor ``--params`` may name."""
-DEFAULT_FACTORS = ("compute", "memory", "overhead", "comm", "step_fixed")
+DEFAULT_FACTORS = ("compute", "attention", "memory", "overhead", "comm", "step_fixed")
 """Fitted when ``--params`` is not given (those the runs exercise)."""
 
 
