@@ -33,18 +33,20 @@ def plan(**kwargs: Any) -> Plan:
     return _plan(**kwargs)
 
 
-def estimate_plan(path: str) -> EstimateResult:
-    """Re-estimate the configuration a plan file records; see :func:`planner.plans.estimate_plan`."""
+def estimate_plan(path: str, retrace: bool = False) -> EstimateResult:
+    """Re-estimate the configuration a plan file records, once it validates; see
+    :func:`planner.plans.estimate_plan`."""
     from planner.plans import estimate_plan as _estimate_plan
 
-    return _estimate_plan(path)
+    return _estimate_plan(path, retrace)
 
 
-def load_plan(path: str) -> Plan:
-    """Read and validate a plan file, refusing unknown schema versions; see :func:`planner.plans.load_plan`."""
+def load_plan(path: str, retrace: bool = False) -> Plan:
+    """Read a plan file and validate it as ``meshplan validate`` does (nothing it names is run
+    unless ``retrace``); see :func:`planner.plans.load_plan`."""
     from planner.plans import load_plan as _load_plan
 
-    return _load_plan(path)
+    return _load_plan(path, retrace)
 
 
 def sweep(**kwargs: Any) -> Any:

@@ -211,7 +211,20 @@ def estimate(
     flash/eager, ``tp_overlap``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
     ``loss_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). Raises
     :class:`planner.errors.InputError` for bad input."""
-    model_spec = resolve_model_arg(model)
+    from planner.inputs import count_problems
+
+    problems = count_problems(gpus=gpus, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch=micro_batch, ep=ep)
+    if sp is not None and not isinstance(sp, bool):
+        problems.append(f"sp must be True, False or None, not {type(sp).__name__} {sp!r:.40}")
+    if zero is not None and (type(zero) is not int or zero not in (0, 1, 2, 3)):
+        problems.append(f"zero must be 0, 1, 2 or 3 (got {zero!r:.40})")
+    if not isinstance(recompute, str) or recompute not in ("none", "selective", "full"):
+        problems.append(f"recompute must be none, selective or full (got {recompute!r:.40})")
+    if not isinstance(trace, bool):
+        problems.append(f"trace must be True or False (got {trace!r:.40})")
+    if problems:
+        raise InputError(*problems)
+    model_spec = resolve_model_arg(model, trace)
     cluster_spec = resolve_cluster_arg(cluster)
     settings = dict(
         tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,

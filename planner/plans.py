@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -65,18 +66,25 @@ def plan(
 
 def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None,
                    memory_headroom_gib: float) -> None:
-    problems = [f"{name} must be a positive integer (got {value!r})" for name, value in
-                (("gpus", gpus), ("global-batch", global_batch), ("seq-len", seq_len)) if not isinstance(value, int) or value <= 0]
-    if target not in ("native", "megatron", "torchtitan", "deepspeed"):
-        problems.append(f"unknown target {target!r}; use native, megatron, torchtitan or deepspeed")
-    if not isinstance(top_k, int) or top_k < 0:
-        problems.append(f"top-k must be a non-negative integer (got {top_k!r})")
-    if time_limit_s is not None and time_limit_s <= 0:
-        problems.append(f"time-limit must be positive seconds (got {time_limit_s!r})")
-    if not isinstance(memory_headroom_gib, (int, float)) or not 0 <= memory_headroom_gib < float("inf"):
-        problems.append(f"memory-headroom must be a non-negative number of GiB (got {memory_headroom_gib!r})")
+    """Every argument of the wrong type or out of range, in one :class:`InputError`."""
+    from planner.inputs import count_problems, number_problem
+
+    problems = count_problems(gpus=gpus, global_batch=global_batch, seq_len=seq_len)
+    if not isinstance(target, str) or target not in ("native", "megatron", "torchtitan", "deepspeed"):
+        problems.append(f"unknown target {target!r:.40}; use native, megatron, torchtitan or deepspeed")
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 <= top_k <= MAX_TOP_K:
+        problems.append(f"top-k must be an integer from 0 to {MAX_TOP_K} (got {top_k!r:.40})")
+    if time_limit_s is not None:
+        problems += number_problem("time-limit", time_limit_s, zero_ok=False, unit="seconds", most=MAX_TIME_LIMIT_S)
+    problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
     if problems:
         raise InputError(*problems)
+
+
+MAX_TOP_K = 1000
+"""Most runners-up a plan records."""
+MAX_TIME_LIMIT_S = 7 * 24 * 3600.0
+"""Longest search time limit accepted (a week)."""
 
 
 def _shortfall(result: SearchResult) -> float | None:
@@ -127,10 +135,22 @@ def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: Sear
 
 
 def _model_info(arg: Any, model: ModelSpec, trace: bool) -> ModelInfo:
+    """The plan's model facts; every model but a preset carries its layer list (``spec``), and every
+    model its digest, so that reading the plan never needs the model's source again."""
     from costmodel.params import layer_params
+    from planner.models import PRESETS
 
     name = arg if isinstance(arg, str) else model.source or model.name
-    return ModelInfo(arg=name, trace=trace, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers], params=sum(layer_params(x) for x in model.layers), source=model.source)
+    preset = isinstance(arg, str) and not trace and arg.strip().lower() in PRESETS
+    return ModelInfo(arg=name, trace=trace, name=model.name, num_layers=len(model.layers), layer_names=[x.name for x in model.layers],
+                     params=sum(layer_params(x) for x in model.layers), source=model.source,
+                     spec=None if preset else model, spec_sha256=spec_digest(model))
+
+
+def spec_digest(model: ModelSpec) -> str:
+    """SHA-256 of the model in canonical JSON (sorted keys, no spaces): equal layer lists, equal digests."""
+    text = json.dumps(model.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _stages(table, cfg: ParallelConfig, est: EstimateResult, cluster: ClusterSpec) -> list[Stage]:
@@ -167,29 +187,89 @@ def _alternative(rank: int, c: Candidate, best: Candidate) -> Alternative:
     return Alternative(rank=rank, summary=summary(c.config), config=c.config.model_dump(mode="json"), step_time_s=c.step_time_s, peak_memory_gib=c.estimate.peak_memory_gib, fits=c.fits, why_lost=why)
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Read and validate a plan file; refuse unknown schema versions with a clear message."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise InputError(f"cannot read plan {path}: {err.strerror}; check the path") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"plan {path} is not valid JSON (line {err.lineno}); regenerate it with meshplan plan") from None
+def read_plan(path: str | Path) -> Plan:
+    """Parse a plan file into a :class:`Plan` without checking it against its model (what
+    ``meshplan validate`` then checks); refuse unknown schema versions. Raises :class:`InputError`."""
+    from planner.jsonio import read_json
+
+    data = read_json(path, f"plan {path}", "regenerate it with meshplan plan")
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:
-        raise InputError(f"plan {path} has schema_version {version!r}; this meshplan reads {SCHEMA_VERSION!r}: regenerate the plan with this version")
+        raise InputError(f"plan {path} has schema_version {_short(version)}; this meshplan reads {SCHEMA_VERSION!r}: regenerate the plan with this version")
     try:
         return Plan.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise InputError(f"plan {path} is malformed at {where}: {first['msg'].lower()}; regenerate it with meshplan plan") from None
+        raise InputError(f"plan {path} is malformed at {where[:80]}: {first['msg'].lower()}; regenerate it with meshplan plan") from None
 
 
-def estimate_plan(path: str | Path) -> EstimateResult:
-    """Re-estimate the exact configuration a plan records (reproduces the plan's own estimate)."""
+def _short(value: Any, most: int = 60) -> str:
+    """``repr(value)`` cut to ``most`` characters, for messages about hostile files."""
+    text = repr(value)
+    return text if len(text) <= most else text[: most - 3] + "..."
+
+
+def plan_model(plan: Plan, retrace: bool = False) -> ModelSpec:
+    """The model ``plan`` was made for, without running anything the plan names: its ``spec`` (the
+    layer list), else its preset by name. A factory or a config.json is rebuilt from ``model.arg``
+    only with ``retrace`` (which imports and runs the factory: for plans you trust), and must hash to
+    the plan's ``spec_sha256``. Raises :class:`InputError`."""
+    info = plan.model
+    if retrace:
+        model = resolve_model_arg(info.arg, info.trace)
+        if info.spec_sha256 is not None and spec_digest(model) != info.spec_sha256:
+            raise InputError(f"model {_short(info.arg)} rebuilt with --retrace differs from the model the plan was made for; re-plan it")
+        return model
+    if info.spec is not None:
+        model = info.spec
+    elif _is_preset(info.arg) and not info.trace:
+        model = resolve_model_arg(info.arg)
+    else:
+        raise InputError(f"the plan names model {_short(info.arg)} but carries no layer list; meshplan never runs code a plan names: "
+                         "re-plan with this meshplan, or pass --retrace to rebuild it (runs the factory: only for plans you trust)")
+    if info.spec_sha256 is not None and spec_digest(model) != info.spec_sha256:
+        where = "model.spec was edited" if info.spec is not None else f"preset {info.arg} changed since planning"
+        raise InputError(f"the plan's model does not match its spec_sha256 ({where}); re-plan it")
+    return model
+
+
+def _is_preset(arg: str) -> bool:
+    from planner.models import PRESETS
+
+    return arg.strip().lower() in PRESETS
+
+
+def load_plan(path: str | Path, retrace: bool = False) -> Plan:
+    """Read a plan file and check it as ``meshplan validate`` does (degrees, stages, recomputation,
+    batch, cluster, memory, target): a plan that does not validate is refused with every problem
+    in one :class:`InputError`, so nothing is estimated, reported or exported from it. ``retrace``
+    rebuilds the model from ``model.arg`` (runs a factory: only for plans you trust)."""
+    return load_plan_and_model(path, retrace)[0]
+
+
+def load_plan_and_model(path: str | Path, retrace: bool = False) -> tuple[Plan, ModelSpec]:
+    """:func:`load_plan`, with the model the plan was checked against."""
+    plan = read_plan(path)
+    model = plan_model(plan, retrace=True) if retrace else None
+    check_plan(plan, model, f"plan {path}")
+    return plan, model if model is not None else plan_model(plan)
+
+
+def check_plan(plan: Plan, model: ModelSpec | None = None, what: str = "the plan") -> None:
+    """Raise :class:`InputError` listing every problem of ``plan`` (``planner.validate``); without
+    ``model``, the plan's own layer list or preset is used (:func:`plan_model`)."""
+    from planner.validate import plan_problems
+
+    problems = plan_problems(plan, model)
+    if problems:
+        raise InputError(f"{what} is invalid: {problems[0]}", *problems[1:])
+
+
+def estimate_plan(path: str | Path, retrace: bool = False) -> EstimateResult:
+    """Re-estimate the exact configuration a plan records (reproduces the plan's own estimate),
+    after checking the plan as :func:`load_plan` does."""
     from planner.estimator import estimate_config
 
-    p = load_plan(path)
-    model = resolve_model_arg(p.model.arg, p.model.trace)
-    return estimate_config(model, p.cluster, p.config, list(p.estimate.assumptions))
+    plan, model = load_plan_and_model(path, retrace)
+    return estimate_config(model, plan.cluster, plan.config, list(plan.estimate.assumptions))

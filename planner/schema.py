@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from costmodel.specs import ClusterSpec, ParallelConfig
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from planner.estimator import EstimateResult
 
 SCHEMA_VERSION = "1.0"
@@ -36,6 +36,13 @@ class ModelInfo(BaseModel):
     layer_names: list[str]
     params: int
     source: str
+    spec: ModelSpec | None = None
+    """The model's layer list as planned, for every model that is not a preset (traced factories,
+    config.json files): validate, estimate, report and export read it and never rebuild the model
+    from ``arg`` (reading a plan runs no code it names; ``--retrace`` opts in to rebuilding)."""
+    spec_sha256: str | None = None
+    """SHA-256 of the model's layer list in canonical JSON (``planner.plans.spec_digest``): a
+    preset or a re-traced model must still hash to it, and an edited ``spec`` no longer does."""
 
 
 class RequestInfo(BaseModel):

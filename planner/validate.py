@@ -41,18 +41,18 @@ REL_TOL = 1e-9
 def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     """Every problem of ``plan``, each one clause; an empty list when the plan is valid.
 
-    ``model`` is the plan's model; without it the model is resolved from ``plan.model.arg`` (a
-    preset or a config.json path), as ``meshplan validate`` does. A model that cannot be resolved is
-    itself a problem, and the checks that need it are skipped.
+    ``model`` is the plan's model; without it the model is the plan's own layer list or its preset
+    (``planner.plans.plan_model``: nothing the plan names is imported or run). A model that cannot be
+    had is itself a problem, and the checks that need it are skipped.
     """
     problems = [*_version(plan), *_agreement(plan), *_batch(plan), *_stage_order(plan)]
     if model is None:
         try:
-            from planner.inputs import resolve_model_arg
+            from planner.plans import plan_model
 
-            model = resolve_model_arg(plan.model.arg, plan.model.trace)
+            model = plan_model(plan)
         except InputError as err:
-            return problems + [f"cannot resolve the model {plan.model.arg!r} to check the plan against it: {err}"]
+            return problems + [f"cannot check the plan against its model: {err}"]
     config_checks = parallel_problems(model, plan.config, plan.request.gpus) + _model_info(plan, model)
     problems += config_checks + _interleaving(plan, model)
     if not config_checks:  # lists have the model's lengths: the cost model can run the configuration

@@ -86,8 +86,15 @@ def report(exc: BaseException) -> int:
     message = _one_line(exc)
     if code == EXIT_INTERNAL:
         message = f"{type(exc).__name__}: {message} (internal error; rerun with MESHPLAN_DEBUG=1 for the traceback)"
-    print(f"meshplan: error: {message}", file=sys.stderr)
+    _print_error(f"meshplan: error: {message}")
     return code
+
+
+def _print_error(line: str) -> None:
+    """Print one line on stderr, whatever its characters (a path with undecodable bytes arrives as
+    surrogates, which a UTF-8 stream cannot encode: they print as backslash escapes)."""
+    sys.stderr.write(line.encode("utf-8", "backslashreplace").decode("utf-8") + "\n")
+    sys.stderr.flush()
 
 
 def _exit_code(exc: BaseException) -> int:
@@ -105,7 +112,7 @@ def _exit_code(exc: BaseException) -> int:
 def _one_line(exc: BaseException) -> str:
     """The exception's message on one line (files not found keep their path and reason)."""
     if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
-        text = f"cannot read {exc.filename}: {exc.strerror}"
+        text = f"{exc.filename}: {exc.strerror}"
     else:
         text = str(exc) or type(exc).__name__
     return " ".join(text.split())

@@ -6,6 +6,13 @@ Kept free of heavy imports (no rich, torch or solvers): this module loads on eve
 from __future__ import annotations
 
 import argparse
+import os
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import NoReturn
 
 EXIT_OK = 0
@@ -59,6 +66,13 @@ def positive_int(text: str) -> int:
     return value
 
 
+def add_retrace(parser: argparse.ArgumentParser) -> None:
+    """``--retrace``: the one way a command that reads a plan may run code the plan names."""
+    parser.add_argument("--retrace", action="store_true",
+                        help="rebuild the model from the plan's model argument, importing and running a factory it names "
+                             "(only for plans you trust; by default the plan's own layer list is used)")
+
+
 def add_subparser(
     subparsers: argparse._SubParsersAction, name: str, summary: str, description: str, examples: str
 ) -> argparse.ArgumentParser:
@@ -70,3 +84,80 @@ def add_subparser(
         epilog=epilog(examples),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+
+
+def check_output(path: str, flag: str) -> None:
+    """Refuse an output path before any work: a directory, a missing or read-only directory, or an
+    existing path that is not a regular file (a device, a FIFO, a symbolic link: ``-o`` never
+    replaces those). ``flag`` names the option in the message."""
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    try:
+        info = os.lstat(target)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot write it: {err.strerror}") from None
+    if info is not None and stat.S_ISDIR(info.st_mode):
+        raise UsageError(f"{flag} {path} is a directory (give a file name such as {target / 'out'})")
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise UsageError(f"{flag} {path} is {kind}; meshplan writes only new or regular files ('-' is stdout)")
+    if not parent.is_dir():
+        raise UsageError(f"{flag} {path}: cannot write it: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{flag} {path}: cannot write it: directory {parent} is not writable")
+
+
+def write_output(path: str, text: str, flag: str = "-o", executable: bool = False) -> None:
+    """Write ``text`` atomically (a temporary file beside ``path``, then a rename): readers see the old
+    file or the new one, never a partial one, and on failure nothing is left behind. Refuses what
+    :func:`check_output` refuses; a failure to write is a "cannot write" :class:`UsageError`."""
+    check_output(path, flag)
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as err:
+        raise UsageError(f"{flag} {path}: cannot write it: {err.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)  # mkstemp makes 0600: a new file's usual mode
+        os.replace(tmp, target)
+    except OSError as err:
+        Path(tmp).unlink(missing_ok=True)
+        raise UsageError(f"{flag} {path}: cannot write it: {err.strerror}") from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def stdout_to_stderr() -> Iterator[None]:
+    """While the body runs, send everything written to stdout to stderr instead: Python prints (a
+    model factory's) and the C level (a solver's banner), so that stdout carries only the command's
+    own output (``--json``: exactly one JSON object)."""
+    sys.stdout.flush()
+    saved_stream = sys.stdout
+    try:
+        fd, err_fd = sys.stdout.fileno(), sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # not file descriptors (a test's capture)
+        fd = err_fd = None
+    saved_fd = os.dup(fd) if fd is not None else None
+    if fd is not None and err_fd is not None:
+        sys.stderr.flush()
+        os.dup2(err_fd, fd)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout = saved_stream
+        if saved_fd is not None and fd is not None:
+            os.dup2(saved_fd, fd)
+            os.close(saved_fd)

@@ -8,9 +8,8 @@ table. A configuration that does not fit in memory is still an estimate (exit 0,
 from __future__ import annotations
 
 import argparse
-import json
 
-from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int
+from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, positive_int, stdout_to_stderr
 
 _EXAMPLES = """\
   meshplan estimate --model gpt3-175b --cluster dgx-a100 --gpus 1024 \\
@@ -74,41 +73,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_engine_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Estimate the configuration and print it; bad input leaves as an exception for ``main``."""
     _check_form(args)
-    import planner  # deferred: the cost model is not needed for --help or argument errors
-
-    if args.plan is not None:
-        result = planner.estimate_plan(args.plan)
-    else:
-        result = planner.estimate(
-            model=args.model,
-            cluster=args.cluster,
-            gpus=args.gpus,
-            global_batch=args.global_batch,
-            seq_len=args.seq_len,
-            tp=args.tp or 1,
-            pp=args.pp or 1,
-            cp=args.cp or 1,
-            vpp=args.vpp or 1,
-            micro_batch=args.micro_batch or 1,
-            sp=args.sp,
-            recompute=args.recompute or "none",
-            zero=args.zero,
-            trace=bool(args.trace),
-            **{name: getattr(args, name) for name in _ENGINE_FLAGS},
-        )
+    with stdout_to_stderr():  # a model factory's prints go to stderr: stdout carries the result alone
+        result = _estimate(args)
     if args.json:
-        print(json.dumps(result.model_dump(), indent=2, sort_keys=False))
+        from planner.jsonio import dumps
+
+        print(dumps(result.model_dump(), indent=2))
     else:
         from planner.cli._summary import print_summary
 
         print_summary(result.model_dump())
     return EXIT_OK
+
+
+def _estimate(args: argparse.Namespace):  # noqa: ANN202 (EstimateResult, imported lazily)
+    """The estimate the flags (or ``--plan``) ask for."""
+    import planner  # deferred: the cost model is not needed for --help or argument errors
+
+    if args.plan is not None:
+        return planner.estimate_plan(args.plan, retrace=args.retrace)
+    return planner.estimate(
+        model=args.model,
+        cluster=args.cluster,
+        gpus=args.gpus,
+        global_batch=args.global_batch,
+        seq_len=args.seq_len,
+        tp=args.tp or 1,
+        pp=args.pp or 1,
+        cp=args.cp or 1,
+        vpp=args.vpp or 1,
+        micro_batch=args.micro_batch or 1,
+        sp=args.sp,
+        recompute=args.recompute or "none",
+        zero=args.zero,
+        trace=bool(args.trace),
+        **{name: getattr(args, name) for name in _ENGINE_FLAGS},
+    )
 
 
 def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -133,6 +140,8 @@ def _check_form(args: argparse.Namespace) -> None:
         if extra:
             raise UsageError(f"estimate: --plan takes no configuration flags (remove {', '.join(extra)})")
         return
+    if args.retrace:
+        raise UsageError("estimate: --retrace applies to --plan only (the flags' model is built anyway)")
     missing = [_flag(dest) for dest in _REQUIRED if getattr(args, dest) is None]
     if missing:
         raise UsageError(f"estimate: missing {', '.join(missing)} (or give --plan plan.json)")

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from planner.cli._common import EXIT_OK, add_subparser
+from planner.cli._common import EXIT_OK, add_retrace, add_subparser, check_output, stdout_to_stderr, write_output
 
 _EXAMPLES = """\
   meshplan export plan.json --to megatron -o launch.sh
@@ -34,27 +33,28 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--to", required=True, choices=("megatron", "torchtitan", "deepspeed"), help="the engine")
     parser.add_argument("--format", choices=("native", "json"), default="native",
                         help="native: the engine's file form (default); json: one JSON object")
-    parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout ('-' is stdout)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write here, atomically, instead of stdout ('-' is stdout)")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    """Export the plan; a refusal leaves as an InputError (exit 2) for ``main``."""
+    """Export the plan once it validates; a refusal leaves as an InputError (exit 2) for ``main``."""
     from planner.export import export, render
-    from planner.export.common import resolve_plan_model
-    from planner.plans import load_plan
+    from planner.plans import load_plan_and_model
 
-    plan = load_plan(args.plan)
-    model = resolve_plan_model(plan)
+    to_file = args.output is not None and args.output != "-"
+    if to_file:
+        check_output(args.output, "-o")
+    with stdout_to_stderr():  # a re-traced factory's prints
+        plan, model = load_plan_and_model(args.plan, args.retrace)
     text = render(plan, args.to, args.format, model)
-    if args.output is None or args.output == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.output).write_text(text, encoding="utf-8")
-        if args.to == "megatron" and args.format == "native":
-            Path(args.output).chmod(0o755)
+    code = export(plan, "deepspeed", model).python() if args.to == "deepspeed" and args.format == "native" else ""  # type: ignore[union-attr]
+    if to_file:
+        write_output(args.output, text, "-o", executable=args.to == "megatron" and args.format == "native")
         print(f"meshplan: wrote {args.output} ({args.to}, {args.format})", file=sys.stderr)
-    if args.to == "deepspeed" and args.format == "native":
-        code = export(plan, "deepspeed", model).python()  # type: ignore[union-attr]
+    else:
+        sys.stdout.write(text)
+    if code:
         print("meshplan: DeepSpeed takes these settings in code:\n" + code.rstrip(), file=sys.stderr)
     return EXIT_OK

@@ -9,14 +9,12 @@ plan JSON alone with ``--json``; progress goes to stderr.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int
+from planner.cli._common import EXIT_OK, UsageError, add_subparser, check_output, positive_int, stdout_to_stderr, write_output
 
 _EXAMPLES = """\
   meshplan plan --model gpt3-175b --cluster dgx-a100 --gpus 1024 \\
@@ -98,63 +96,35 @@ def _non_negative_float(text: str) -> float:
 def run(args: argparse.Namespace) -> int:
     """Search, validate (inside ``planner.plan``), write and summarise; errors leave for ``main``."""
     if args.output is not None and args.output != "-":
-        _check_writable(Path(args.output))
+        check_output(args.output, "-o")
     if args.report is not None:
-        _check_writable(Path(args.report))
+        check_output(args.report, "--report")
         if Path(args.report).suffix not in (".html", ".htm", ".md"):
             raise UsageError(f"plan: --report {args.report} must end in .html or .md (the report's format)")
     from planner.plans import plan as make_plan  # deferred: the search is not needed for --help
 
     progress = SearchProgress()
     try:
-        plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
-                         seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
-                         memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress)
+        with stdout_to_stderr():  # a factory's prints, a solver's banner: stdout carries the result alone
+            plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
+                             seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
+                             memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress)
     finally:
         progress.close()
     print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)
     text = plan.to_json()
     if args.output is not None and args.output != "-":
-        write_atomically(Path(args.output), text)
+        write_output(args.output, text, "-o")
         print(f"meshplan: wrote {args.output}", file=sys.stderr)
     if args.report is not None:
         fmt = "md" if args.report.endswith(".md") else "html"
-        write_atomically(Path(args.report), plan.report(format=fmt))
+        write_output(args.report, plan.report(format=fmt), "--report")
         print(f"meshplan: wrote {args.report}", file=sys.stderr)
     if args.json or args.output == "-":
         sys.stdout.write(text)
     else:
         sys.stdout.write(summary_text(plan))
     return EXIT_OK
-
-
-def _check_writable(path: Path) -> None:
-    """Refuse an output path that cannot be written before spending time on the search."""
-    parent = path.parent if str(path.parent) else Path(".")
-    if path.is_dir():
-        raise UsageError(f"plan: -o {path} is a directory (give a file name such as {path / 'plan.json'})")
-    if not parent.is_dir():
-        raise UsageError(f"plan: cannot write {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK):
-        raise UsageError(f"plan: cannot write {path}: directory {parent} is not writable")
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file next to ``path`` and rename it over ``path``: readers see
-    the old file or the new one, never a partial plan; on failure nothing is left behind."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the usual permissions of a new file
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def summary_text(plan: Any) -> str:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from planner.cli._common import EXIT_OK, UsageError, add_subparser
+from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, check_output, stdout_to_stderr, write_output
 
 _EXAMPLES = """\
   meshplan report plan.json                      # Markdown on stdout
@@ -38,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", metavar="FILE", help="write here instead of stdout ('-' is stdout)")
     parser.add_argument("--no-reestimate", action="store_true",
                         help="skip the re-estimates that need the model (per-stage memory split, runner-up breakdown, sensitivity)")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
@@ -53,29 +54,35 @@ def pick_format(fmt: str | None, output: str | None) -> str:
     return "md"
 
 
-def write_report(plan_path: str, output: str | None, fmt: str | None, reestimate: bool = True) -> str:
-    """Render the report of ``plan_path`` and write it (stdout for None or '-'); return the format."""
-    from planner.plans import load_plan
+def write_report(plan_path: str, output: str | None, fmt: str | None, reestimate: bool = True, retrace: bool = False) -> str:
+    """Render the report of ``plan_path`` once it validates and write it (stdout for None or '-');
+    return the format."""
+    from planner.plans import load_plan_and_model
 
-    return save_report(load_plan(plan_path), output, fmt, reestimate)
+    chosen = pick_format(fmt, output)
+    if output is not None and output != "-":
+        check_output(output, "-o")
+    with stdout_to_stderr():  # a re-traced factory's prints
+        plan, model = load_plan_and_model(plan_path, retrace)
+    return save_report(plan, output, chosen, reestimate, model)
 
 
-def save_report(plan: Any, output: str | None, fmt: str | None = None, reestimate: bool = True) -> str:
-    """Render the report of a ``Plan`` and write it (stdout for None or '-'); return the format.
-    ``meshplan plan --report FILE`` calls this with the plan it has just written."""
+def save_report(plan: Any, output: str | None, fmt: str | None = None, reestimate: bool = True, model: Any = None) -> str:
+    """Render the report of a ``Plan`` and write it atomically (stdout for None or '-'); return the
+    format. ``meshplan plan --report FILE`` calls this with the plan it has just written."""
     from planner.report import render_report
 
     chosen = pick_format(fmt, output)
-    text = render_report(plan, chosen, reestimate=reestimate)
+    text = render_report(plan, chosen, model=model, reestimate=reestimate)
     if output is None or output == "-":
         sys.stdout.write(text)
     else:
-        Path(output).write_text(text, encoding="utf-8")
+        write_output(output, text, "-o")
         print(f"meshplan: wrote {output} ({chosen}, {len(text.encode()) / 1024:.0f} KiB)", file=sys.stderr)
     return chosen
 
 
 def run(args: argparse.Namespace) -> int:
     """Write the report; bad input leaves as an exception for ``main``."""
-    write_report(args.plan, args.output, args.format, not args.no_reestimate)
+    write_report(args.plan, args.output, args.format, not args.no_reestimate, args.retrace)
     return EXIT_OK

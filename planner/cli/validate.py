@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from planner.cli._common import EXIT_OK, add_subparser
+from planner.cli._common import EXIT_OK, add_retrace, add_subparser, stdout_to_stderr
 
 _EXAMPLES = """\
   meshplan validate plan.json
@@ -18,26 +18,26 @@ _DESCRIPTION = """\
 Check a plan written by meshplan plan (or edited by hand): the degrees multiply to the GPU count,
 every layer is in exactly one stage and in order, the batch divides, the interleaving rules hold,
 the memory fits when the configuration is re-estimated (and the stored estimate is the re-estimate),
-and the target engine can express it. The model is rebuilt from the plan's model argument."""
+and the target engine can express it. The model is the plan's own layer list (or its preset): reading
+a plan never imports or runs anything it names, unless --retrace asks to rebuild the model."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``validate`` subcommand."""
     parser = add_subparser(subparsers, "validate", "check a plan file", _DESCRIPTION, _EXAMPLES)
     parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     """Validate the plan; problems leave as one InputError (exit 2) for ``main``."""
-    from planner.errors import InputError
-    from planner.plans import load_plan, summary
-    from planner.validate import plan_problems
+    from planner.plans import check_plan, plan_model, read_plan, summary
 
-    plan = load_plan(args.plan)
-    problems = plan_problems(plan)
-    if problems:
-        raise InputError(f"plan {args.plan} is invalid: {problems[0]}", *problems[1:])
+    plan = read_plan(args.plan)
+    with stdout_to_stderr():  # a re-traced factory's prints
+        model = plan_model(plan, retrace=True) if args.retrace else None
+    check_plan(plan, model, f"plan {args.plan}")
     est = plan.estimate
     print(f"{args.plan}: valid ({plan.request.target}): {summary(plan.config)}; step {est.step_time_s:.4g} s, "
           f"{est.peak_memory_gib:.1f} of {est.memory_capacity_gib:.1f} GiB per GPU")

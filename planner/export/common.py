@@ -27,13 +27,13 @@ class UnsupportedPlanError(InputError):
         super().__init__(f"cannot export to {target}: {field}: {reason}")
 
 
-def resolve_plan_model(plan: Plan) -> ModelSpec:
-    """The model a plan was made for, rebuilt from ``plan.model.arg`` (traced again when the plan says
-    ``trace``) and checked against the plan's layer list (a config file edited since planning would
-    give different layers)."""
-    from planner.inputs import resolve_model_arg
+def resolve_plan_model(plan: Plan, retrace: bool = False) -> ModelSpec:
+    """The model a plan was made for: the plan's own layer list or its preset, never code the plan
+    names (``planner.plans.plan_model``; ``retrace`` opts in to rebuilding a factory), checked
+    against the plan's layer names."""
+    from planner.plans import plan_model
 
-    model = resolve_model_arg(plan.model.arg, plan.model.trace)
+    model = plan_model(plan, retrace)
     names = [x.name for x in model.layers]
     if names != plan.model.layer_names:
         raise InputError(

@@ -12,7 +12,6 @@ GPT-NeoX's ``use_parallel_residual`` and ``rotary_pct`` change neither parameter
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -247,18 +246,9 @@ def load_hf_config(path: str | Path) -> ModelSpec:
     path = Path(path)
     if path.is_dir():
         path = path / "config.json"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise InputError(f"cannot read model config {path}: {reason}; check the path") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise InputError(
-            f"config.json at {path} is not valid JSON ({err.msg} at line {err.lineno}, "
-            f"column {err.colno}); fix the file or {_FIX}"
-        ) from None
+    from planner.jsonio import read_json  # refuses non-regular, huge, non-UTF-8, deep and NaN files
+
+    raw = read_json(path, f"model config {path}", f"fix the file or {_FIX}")
     if not isinstance(raw, dict):
         kind = type(raw).__name__
         raise InputError(f"config.json at {path} holds a JSON {kind}, not an object; {_FIX}")

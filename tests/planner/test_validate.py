@@ -98,7 +98,7 @@ def test_memory_must_fit_and_the_stored_estimate_must_be_the_re_estimate() -> No
 def test_schema_version_and_model() -> None:
     plan = make()
     one_problem_with(edit(plan, schema_version="0.9"), "schema_version '0.9' is unknown")
-    one_problem_with(edit(plan, model=edit(plan.model, arg="no-such-model")), "cannot resolve the model 'no-such-model'")
+    one_problem_with(edit(plan, model=edit(plan.model, arg="no-such-model")), "the plan names model 'no-such-model' but carries no layer list")
     problems = plan_problems(plan, resolve_model_arg("llama3.1-70b"))
     assert any("the plan was made for another model" in p for p in problems), problems
 

@@ -64,7 +64,7 @@ def test_unknown_flag_is_bad_input(meshplan, one_line_error) -> None:
     [
         (UsageError("estimate: missing --gpus"), 2, "meshplan: error: estimate: missing --gpus"),
         (InputError("tp 3 bad", "pp 5 bad"), 2, "meshplan: error: tp 3 bad; pp 5 bad"),
-        (FileNotFoundError(2, "No such file or directory", "x.json"), 2, "meshplan: error: cannot read x.json: No"),
+        (FileNotFoundError(2, "No such file or directory", "x.json"), 2, "meshplan: error: x.json: No such file"),
         (NoFeasiblePlanError("nothing fits: short by 3 GiB"), 3, "meshplan: error: nothing fits: short by 3 GiB"),
         (KeyError("step_time_s"), 1, "meshplan: error: KeyError: 'step_time_s' (internal error; rerun with"),
     ],

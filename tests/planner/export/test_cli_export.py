@@ -33,7 +33,7 @@ def test_json_format_on_stdout_is_one_object(plan_of, tmp_plan) -> None:
 
 
 def test_torchtitan_toml_and_deepspeed_json(plan_of, tmp_plan) -> None:
-    path = tmp_plan(plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096))
+    path = tmp_plan(plan_of(tp=1, pp=2, dp=8, zero=0, recompute="full", global_batch=64, seq_len=4096))
     toml = meshplan("export", path, "--to", "torchtitan")
     assert tomllib.loads(toml.stdout)["parallelism"]["pipeline_parallel_degree"] == 2
     ds = meshplan("export", path, "--to", "deepspeed")
