@@ -4,15 +4,19 @@ and refuses what the runs cannot determine."""
 from __future__ import annotations
 
 import dataclasses
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from planner.calibrate import calibrate, error_stats
+from planner.calibrate import Observation, apply, calibrate, error_stats, predict
+from planner.estimator import build_config
+from planner.inputs import resolve_model_arg
 from planner.calibrate.fit import _check_determined
 from planner.errors import InputError
 from profiles import load_cluster
-from tests.planner.calibrate.conftest import TRUTH, measured_runs
+from tests.planner.calibrate.conftest import TINY_LLAMA, TRUTH, measured_runs
 
 
 def test_the_fit_recovers_the_factors_the_runs_were_measured_with(model_path: str, cluster_path: str) -> None:
@@ -43,13 +47,22 @@ def test_one_disturbed_run_barely_moves_the_robust_fit(model_path: str, cluster_
     assert held is not None and held / (runs[1].step_time_s / 1.6) == pytest.approx(1.0, abs=0.02)
 
 
-def test_default_factors_keep_what_the_runs_do_not_exercise(model_path: str, cluster_path: str) -> None:
+def test_default_factors_keep_what_the_runs_do_not_exercise(tmp_path: Path, model_path: str, cluster_path: str) -> None:
     cluster = load_cluster(cluster_path)
-    single = [r for r in measured_runs(model_path, cluster) if r.config.num_gpus == 1]
-    single = single + [dataclasses.replace(single[0], config=single[0].config.model_copy(update={"global_batch": b, "seq_len": s}), label=f"b{b}")
-                       for b, s in ((8, 64), (16, 256), (32, 128), (2, 512))]
-    result = calibrate(single, cluster, None)
-    assert "comm" in result.kept and "comm" not in result.values
+    wide = tmp_path / "wide" / "config.json"
+    wide.parent.mkdir()
+    wide.write_text(json.dumps({**TINY_LLAMA, "hidden_size": 512, "intermediate_size": 1376, "num_hidden_layers": 2}), encoding="utf-8")
+    runs = []
+    for arg in (model_path, str(wide)):
+        model = resolve_model_arg(arg)
+        for batch, seq, mb in ((4, 128, 1), (8, 64, 2), (2, 512, 1), (16, 256, 4)):
+            cfg, _ = build_config(model, cluster, 1, global_batch=batch, seq_len=seq, micro_batch=mb, zero=0)
+            step = predict(Observation("probe", arg, model, cfg, 1.0), apply(cluster, {"compute": 0.5, "memory": 0.7, "step_fixed": 0.02}))[0]
+            runs.append(Observation(f"{arg}:{batch}", arg, model, cfg, step))
+    result = calibrate(runs, cluster, None)
+    assert result.kept == {"comm": "not exercised by these runs"}
+    assert set(result.values) == {"compute", "attention", "memory", "overhead", "step_fixed"}
+    assert max(abs(r.after_s / r.obs.step_time_s - 1) for r in result.runs) < 0.01
 
 
 def test_refusals_name_the_reason(model_path: str, cluster_path: str) -> None:
