@@ -143,15 +143,32 @@ def hf_model(path: str) -> tuple[nn.Module, MakeInputs | None, str]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"cannot read {file} as a Hugging Face config: {exc}") from exc
     config.use_cache = False
-    model_cls = _hf_class(transformers, raw, config)
     try:
+        model_cls = _hf_class(transformers, raw, config)
         with torch.device("meta"):
-            module = model_cls.from_config(config, attn_implementation="sdpa") if hasattr(model_cls, "from_config") \
-                else model_cls._from_config(config, attn_implementation="sdpa")
-    except Exception as exc:
-        raise InputError(f"transformers cannot build {file}: {type(exc).__name__}: {exc}") from exc
+            module = _build_hf(model_cls, config)
+    except InputError:
+        raise
+    except Exception as exc:  # ImportError of an optional dependency included: bad input, not a crash
+        raise InputError(f"transformers cannot build {file}: {type(exc).__name__}: {_first_line(exc)}") from exc
     make_inputs = _seq2seq_inputs if getattr(config, "is_encoder_decoder", False) else None
     return module, make_inputs, raw.get("_name_or_path") or file.parent.name or file.stem
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _build_hf(model_cls: Any, config: Any) -> nn.Module:
+    """The model on the current device, SDPA attention, experts looped in eager code (transformers 5
+    ``experts_implementation``): each expert is a plain matmul the trace measures under representative
+    routing (:mod:`planner.trace.routing`), not an opaque grouped kernel or a per-token weight gather."""
+    build = model_cls.from_config if hasattr(model_cls, "from_config") else model_cls._from_config
+    try:
+        return build(config, attn_implementation="sdpa", experts_implementation="eager")
+    except TypeError:  # transformers 4: no experts_implementation
+        return build(config, attn_implementation="sdpa")
 
 
 def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:

@@ -217,6 +217,20 @@ def _causal(sdpa: OpRecord | None, self_module: nn.Module, path: str, lm: bool, 
     return lm
 
 
+def _sliding_window(attn: nn.Module) -> int | None:
+    """The attention window: the module's own ``sliding_window`` (None there means full attention,
+    as Qwen2 and Gemma set it per layer), else its config's (Mistral in transformers 5 passes
+    ``config.sliding_window`` at call time)."""
+    if "sliding_window" in vars(attn):
+        value = vars(attn)["sliding_window"]
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    config = getattr(attn, "config", None)
+    value = getattr(config, "sliding_window", None) if config is not None else None
+    if getattr(config, "use_sliding_window", True) is False:
+        return None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
 def _dropout(module: nn.Module, attn_modules: list[nn.Module]) -> bool:
     if any(isinstance(m, nn.Dropout) and m.p > 0 for m in module.modules()):
         return True
@@ -250,7 +264,7 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
     rest = [p for p in block.projections("") if not p.name.startswith(skip)
             and not (moe and p.name in moe.owned)]
     router = [p for p in rest if moe and p.d_out == moe.experts]
-    mlp = [p for p in rest if p not in router]
+    mlp = [p for p in rest if p not in router and p.d_out > 1]  # a 1-wide projection gates a shared expert
     shape = _mlp_shape(mlp, h) if mlp else None
     if moe is None and shape is None or (moe is not None and (len(router) != 1 or (mlp and shape is None))):
         return None
@@ -270,7 +284,7 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
         causal=_causal(sdpa[0], self_module, path, lm, cross=len(attn) == 2),
         cross_attention=len(attn) == 2,
         dropout=_dropout(module, [m for _, m in attn]),
-        sliding_window=_int_attr([self_module], ("sliding_window",)),
+        sliding_window=_sliding_window(self_module),
     )
     surplus = count_params(module) - layer_params(layer)
     return (layer, surplus) if surplus >= 0 else None

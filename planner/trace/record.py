@@ -36,6 +36,7 @@ from torch.overrides import TorchFunctionMode
 
 from costmodel.flops import CAUSAL_ATTENTION_FRACTION
 from costmodel.local import ACT_BYTES
+from planner.trace import routing
 from planner.trace.shadow import Shadows, mask_facts
 from planner.trace.stubs import STUB_OP_NAME, template_rep
 from planner.trace.units import UnitMap
@@ -232,7 +233,7 @@ class Recorder:
             else:
                 read = sum(train_bytes(t) for t in ins)
         self._produce(inst, outs, data_in, rebind=kind not in ("view",) and (kind == "stub" or _is_inplace(func)))
-        if not data_in and kind in ("memory", "view"):
+        if kind in ("memory", "view"):
             self.shadows.run(func, args, kwargs, out)
         act_act, dims = self._matmul_facts(name, args) if kind == "matmul" else (False, ())
         inst.ops.append(OpRecord(
@@ -344,9 +345,13 @@ class DispatchRecorder(TorchDispatchMode):
             return func(*args, **kwargs)
         rec.in_flight = str(func.overloadpacket)
         before = self._total()
-        out = func(*args, **kwargs)
+        handled, out = routing.resolve(func, args, kwargs, rec.shadows)
+        if not handled:
+            out = func(*args, **kwargs)
+            routing.give_routing(func, args, kwargs, out, rec.shadows)
         rec.in_flight = None
-        rec.on_op(func, args, kwargs, out, self._total() - before)
+        if isinstance(out, (torch.Tensor, tuple, list)):
+            rec.on_op(func, args, kwargs, out, self._total() - before)
         return out
 
 

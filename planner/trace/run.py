@@ -294,23 +294,39 @@ def _attempts(method: str) -> Iterator[str]:
 
 def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, label: str,
               method: str = "auto") -> RawTrace:
-    """Trace ``module`` once (see the module docstring); raise InputError naming the failure."""
+    """Trace ``module`` once (see the module docstring); raise InputError naming the failure.
+
+    Every method is tried with every block running its own code first (representative routing,
+    :mod:`planner.trace.routing`, lets most expert blocks run); only when all fail are the failing
+    blocks made opaque, method by method."""
     failures: dict[str, _Failure] = {}
+    first: dict[str, _Failure] = {}
+    for attempt in _attempts(method):
+        try:
+            return _execute(module, units, args, kwargs, attempt, set())
+        except _TraceError as err:
+            first[attempt] = err.failure
     for attempt in _attempts(method):
         opaque: set[str] = set()
+        err_failure = first[attempt]
         while True:
-            run = _Run(module, units, args, kwargs, opaque)
-            try:
-                return getattr(run, attempt if attempt != "meta" else "eager")()
-            except _TraceError as err:
-                block = _enclosing_block(units, err.failure.path)
-                if block is not None and block not in opaque:
-                    opaque = opaque | _group_of(units, block)
-                    continue
-                failures[attempt] = err.failure
+            block = _enclosing_block(units, err_failure.path)
+            if block is None or block in opaque:
+                failures[attempt] = err_failure
                 break
+            opaque = opaque | _group_of(units, block)
+            try:
+                return _execute(module, units, args, kwargs, attempt, opaque)
+            except _TraceError as err:
+                err_failure = err.failure
     # the eager meta run fails closest to the user's code (export wraps errors, fake ones are terse)
     worst = failures.get("meta") or list(failures.values())[-1]
     where = f"module '{worst.path}'" if worst.path else "the model's own forward"
     op = f" at op {worst.op}" if worst.op else ""
     raise InputError(f"cannot trace {label}: {where} failed{op}: {worst.message}; {CONFIG_HINT}")
+
+
+def _execute(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, attempt: str,
+             opaque: set[str]) -> RawTrace:
+    run = _Run(module, units, args, kwargs, opaque)
+    return getattr(run, attempt if attempt != "meta" else "eager")()

@@ -26,8 +26,14 @@ _UNINITIALISED = {"empty", "empty_like", "empty_strided", "new_empty", "new_empt
 class Shadows:
     """CPU values of constant tensors, keyed by the traced tensor object (kept alive by the caller)."""
 
+    max_elements = MAX_ELEMENTS
+
     def __init__(self) -> None:
         self._values: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def set(self, t: torch.Tensor, real: torch.Tensor) -> None:
+        """Give the traced tensor ``t`` the real value ``real`` (a routing decision)."""
+        self._values[id(t)] = (t, real)
 
     def get(self, t: torch.Tensor) -> torch.Tensor | None:
         hit = self._values.get(id(t))

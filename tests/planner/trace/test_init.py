@@ -174,7 +174,7 @@ def test_mixtral_style_moe_blocks(zoo, factory) -> None:
     assert len(blocks) == m["layers"]
     found = (blocks[0].num_experts, blocks[0].moe_top_k, blocks[0].num_kv_heads)
     assert found == (m["experts"], m["top_k"], m["kv_heads"])
-    assert trace.layers[1].stub_of == "<opaque>"
+    assert trace.layers[1].stub_of is None and trace.layers[1].ops > 0, "runs under representative routing"
     assert _estimate(spec, ep=2).step_time_s > 0
 
 
