@@ -88,16 +88,34 @@ def _gpu(facts: DeviceFacts, m: Measurements, preset: ClusterSpec | None, source
     bandwidth, _ = memory_numbers(memory_gbps, preset.gpu.hbm_bandwidth_gbps if known else None)
     sources["gpu.hbm_gib"] = f"{MEASURED}: {'device capacity (torch.cuda)' if facts.device_type == 'cuda' else 'host RAM / ranks per node'}"
     sources["gpu.hbm_bandwidth_gbps"] = f"datasheet of preset '{preset.name}'" if known else f"{MEASURED}: best copy rate over {len(memory_gbps)} buffer sizes"
+    for key in set(base) - {"peak_bf16_tflops", "hbm_gib", "hbm_bandwidth_gbps"}:
+        sources[f"gpu.{key}"] = f"datasheet of preset '{preset.name}'"  # base is empty without a preset
+    base.update(_mamf_fractions(facts, m, base, peak, sources))
     dtype = "bf16" if facts.device_type == "cuda" else "fp32 (the dtype meshplan trains in on CPU)"
     return {**base, "name": facts.gpu_key, "peak_bf16_tflops": round(peak, 6), "hbm_gib": round(facts.memory_gib, 3),
             "hbm_bandwidth_gbps": round(bandwidth, 3), "source": f"{facts.name}: {MEASURED}; peak in {dtype}"}
 
 
-def _gemm_fit(facts: DeviceFacts, m: Measurements) -> tuple[float, float]:
-    """(ceiling FLOP/s, F_half FLOPs) over the compute dtype's GEMMs."""
-    name = str(facts.compute_dtype).removeprefix("torch.")
+def _gemm_fit(facts: DeviceFacts, m: Measurements, dtype: str | None = None) -> tuple[float, float]:
+    """(ceiling FLOP/s, F_half FLOPs) over the GEMMs of ``dtype`` (default: the compute dtype)."""
+    name = dtype or str(facts.compute_dtype).removeprefix("torch.")
     points = [p for p in m.gemm if p.dtype == name]
     return fit_gemm_line([2.0 * p.m * p.n * p.k for p in points], [p.time_s for p in points])
+
+
+def _mamf_fractions(facts: DeviceFacts, m: Measurements, base: dict[str, Any], peak: float, sources: dict[str, str]) -> dict[str, float]:
+    """The measured GEMM ceilings over the datasheet peaks the FP8 model reads (``costmodel.precision``):
+    ``bf16_mamf_fraction`` and, where FP8 GEMMs were timed and the GPU has an FP8 peak, ``fp8_mamf_fraction``."""
+    if not base:
+        return {}
+    out = {"bf16_mamf_fraction": round(min(1.0, _gemm_fit(facts, m)[0] / (peak * 1e12)), 6)}
+    sources["gpu.bf16_mamf_fraction"] = f"{MEASURED}: bf16 GEMM ceiling (fitted line) / datasheet peak"
+    fp8 = [p for p in m.gemm if p.dtype.startswith("float8")]
+    if fp8 and base.get("peak_fp8_tflops"):
+        ceiling, _ = _gemm_fit(facts, m, fp8[0].dtype)
+        out["fp8_mamf_fraction"] = round(min(1.0, ceiling / (base["peak_fp8_tflops"] * 1e12)), 6)
+        sources["gpu.fp8_mamf_fraction"] = f"{MEASURED}: {fp8[0].dtype} GEMM ceiling (torch._scaled_mm, fitted line) / datasheet FP8 peak"
+    return out
 
 
 def _compute_efficiency(facts: DeviceFacts, m: Measurements, gpu: dict[str, Any], preset: ClusterSpec | None, sources: dict[str, str]) -> dict[str, float]:
@@ -187,5 +205,7 @@ def comparison(cluster: ClusterSpec, preset: ClusterSpec | None, facts: DeviceFa
         both("network hop latency", "us", lambda c: c.network_latency_us, "inter_node" in scopes),
         both("step fixed time", "s", lambda c: c.efficiency.step_fixed_s),
     ]
+    if any(p.dtype.startswith("float8") for p in m.gemm) and cluster.gpu.peak_fp8_tflops:
+        rows.insert(2, both("FP8 GEMM ceiling", "TFLOP/s", lambda c: (c.gpu.peak_fp8_tflops or 0) * (c.gpu.fp8_mamf_fraction or 1.0)))
     return rows
 
