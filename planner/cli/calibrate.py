@@ -20,8 +20,9 @@ _EXAMPLES = """\
     llama3.1-8b,64,512,8192,2,1,1,selective,6.21,61.5"""
 
 _DESCRIPTION = """\
-Fit a few named efficiency factors of CLUSTER to measured step times: compute (share of the GEMM and
-attention ceilings), memory (share of memory bandwidth), overhead (fixed time per kernel, us), comm
+Fit a few named efficiency factors of CLUSTER to measured step times: compute (share of the GEMM
+ceiling), attention (share of the attention-kernel rate), memory (share of memory bandwidth),
+overhead (fixed time per kernel, us), comm
 (share of collective bandwidth), step_fixed (host time per step, s), and overlap (compute slowdown
 under communication; only with --params). Bounded robust least squares on log step time; factors the
 runs do not exercise are kept (or refused when named in --params); a fit with fewer distinct run
@@ -36,7 +37,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("runs", nargs="+", metavar="RUNS", help="run-record JSON files and/or CSV files of measured runs")
     parser.add_argument("--cluster", required=True, metavar="C", help="cluster preset or JSON file to calibrate")
     parser.add_argument("-o", "--output", required=True, metavar="FILE", help="calibrated cluster JSON to write")
-    parser.add_argument("--params", metavar="F,...", help="factors to fit (default: compute,memory,overhead,comm,step_fixed where the runs exercise them)")
+    parser.add_argument("--params", metavar="F,...", help="factors to fit (default: compute,attention,memory,overhead,comm,step_fixed where the runs exercise them)")
     parser.add_argument("--name", help="the calibrated cluster's name (default: the output file's stem)")
     parser.add_argument("--json", action="store_true", help="print the calibration (factors, errors, runs) as one JSON object")
     parser.set_defaults(run=run)
