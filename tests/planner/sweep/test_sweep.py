@@ -95,3 +95,31 @@ def test_planner_sweep_is_the_api_before_and_after_the_package_loads() -> None:
             "import planner.sweep.grid; print(type(planner.sweep).__name__)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()
     assert out[0] == out[1] and "does not fill whole dgx-h100 nodes" in out[0] and out[2] == "_CallableModule"
+
+
+def test_deadline_answer_is_the_fewest_gpus_in_time_per_cluster(tiny_sweep) -> None:
+    from planner.sweep.api import parse_grid
+    from planner.sweep.assemble import _deadline
+
+    points = tiny_sweep.result.points
+    by = {(p.cluster, p.gpus): p for p in points}
+    # a deadline only the faster dgx-a100 point meets
+    faster = min((by["dgx-a100", 8], by["dgx-a100", 16]), key=lambda p: p.time_to_train_s)
+    limit = faster.time_to_train_s
+    marked = [p.model_copy(update={"meets_deadline": p.time_to_train_s <= limit}) for p in points]
+    g = parse_grid(cluster="dgx-h100,dgx-a100", gpus="8,16", global_batch="16", seq_len=1024, tokens="20B", deadline=limit)
+    answers = {a.cluster: a for a in _deadline(marked, g)}
+    assert answers["dgx-a100"].gpus == faster.gpus and answers["dgx-a100"].cost_usd == faster.cost_usd
+    assert answers["dgx-a100"].point == faster.index
+    in_time = [n for n in (8, 16) if by["dgx-h100", n].time_to_train_s <= limit]
+    assert answers["dgx-h100"].gpus == (in_time[0] if in_time else None)
+
+
+def test_csv_has_one_row_per_point_with_the_mesh(tiny_sweep) -> None:
+    import csv
+    import io
+
+    rows = list(csv.DictReader(io.StringIO(tiny_sweep.result.to_csv())))
+    assert [int(r["gpus"]) for r in rows] == [p.gpus for p in tiny_sweep.result.points]
+    for row, p in zip(rows, tiny_sweep.result.points):
+        assert float(row["step_time_s"]) == p.step_time_s and int(row["tp"]) == p.mesh["tp"] and row["cluster"] == p.cluster
