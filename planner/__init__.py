@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from planner.estimator import EstimateResult
     from planner.schema import Plan
 
-__all__ = ["estimate", "plan", "estimate_plan", "load_plan", "InputError", "NoFeasiblePlanError"]
+__all__ = ["estimate", "plan", "estimate_plan", "load_plan", "config_plan", "save_plan", "InputError", "NoFeasiblePlanError"]
 
 
 def estimate(**kwargs: Any) -> EstimateResult:
@@ -47,6 +47,21 @@ def load_plan(path: str, retrace: bool = False) -> Plan:
     from planner.plans import load_plan as _load_plan
 
     return _load_plan(path, retrace)
+
+
+def config_plan(**kwargs: Any) -> Plan:
+    """The plan of exactly the configuration ``estimate(**kwargs)`` estimates (``meshplan estimate -o``);
+    see :func:`planner.given.config_plan`."""
+    from planner.given import config_plan as _config_plan
+
+    return _config_plan(**kwargs)
+
+
+def save_plan(plan: Plan, path: str) -> None:
+    """Write a plan file atomically; see :func:`planner.given.save_plan`."""
+    from planner.given import save_plan as _save_plan
+
+    _save_plan(plan, path)
 
 
 def sweep(**kwargs: Any) -> Any:

@@ -11,11 +11,12 @@ from pydantic import ValidationError
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import build_cost_table
+from planner.constraints import PlanConstraints, read_constraints
 from planner.errors import InputError, NoFeasiblePlanError
 from planner.estimator import EstimateResult, result_from_step
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
 from planner.schema import SCHEMA_VERSION, Alternative, Mesh, ModelInfo, Plan, RequestInfo, ScheduleInfo, SearchInfo, Stage
-from search.types import Candidate, SearchRequest, SearchResult
+from search.types import Candidate, Constraints, SearchRequest, SearchResult
 
 PLANNER_VERSION = "0.1.0"
 
@@ -34,8 +35,25 @@ def plan(
     timing: bool = False,
     trace: bool = False,
     progress: Any = None,
+    tp: Any = None,
+    pp: Any = None,
+    cp: Any = None,
+    dp: Any = None,
+    ep: Any = None,
+    vpp: Any = None,
+    zero: Any = None,
+    micro_batch: Any = None,
+    sp: bool | None = None,
+    recompute: str | None = None,
+    schedule: str | None = None,
 ) -> Plan:
     """Search the fastest plan that fits (keyword names match ``meshplan plan`` flags).
+
+    ``tp`` ... ``micro_batch`` fix a dimension (an int) or bound it (a ``(lo, hi)`` tuple, ``hi``
+    None for no upper bound, or a string ``"1..4"``); ``sp``, ``recompute`` and ``schedule`` fix
+    theirs; the search explores the rest (``planner.constraints``), and the plan echoes the
+    constraints in ``request.constraints``. Constraints that no configuration satisfies raise
+    :class:`NoFeasiblePlanError` naming the nearest configuration and what it breaks.
 
     ``memory_headroom_gib`` keeps that much of every GPU free beyond the estimate: it is added to the
     cluster's ``runtime_overhead_gib``, so the plan's echoed cluster, its memory breakdown (buffers)
@@ -51,7 +69,10 @@ def plan(
     if memory_headroom_gib:
         overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
         cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
-    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k, time_limit_s=time_limit_s)  # type: ignore[arg-type]
+    chosen = read_constraints(model_spec, gpus, global_batch, target, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero,
+                              micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
+    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]
+                        time_limit_s=time_limit_s, constraints=Constraints(**chosen.model_dump()))
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
         raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))
@@ -94,6 +115,8 @@ def _shortfall(result: SearchResult) -> float | None:
 def _miss_message(result: SearchResult, gpus: int) -> str:
     miss = result.nearest_miss
     if miss is None:
+        if result.hints and result.hints[0].startswith("no configuration satisfies"):
+            return result.hints[0]
         return f"no configuration of the search space applies to {gpus} GPUs; " + result.hints[0]
     x, est = miss.config, miss.estimate
     return (
@@ -103,19 +126,22 @@ def _miss_message(result: SearchResult, gpus: int) -> str:
     )
 
 
-def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, result: SearchResult, timing: bool, trace: bool = False) -> Plan:
+def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, result: SearchResult, timing: bool,
+               trace: bool = False, assumptions: list[str] | None = None) -> Plan:
     """Turn a search result into the plan JSON model."""
     best = result.best
     assert best is not None
     table = build_cost_table(model, cluster)
     cfg = best.config
-    estimate = result_from_step(table, cfg, best.estimate, [])
+    estimate = result_from_step(table, cfg, best.estimate, list(assumptions or []))
+    constraints = PlanConstraints(**vars(req.constraints)) if req.constraints else None
     return Plan(
         schema_version=SCHEMA_VERSION,
         planner_version=PLANNER_VERSION,
         model=_model_info(model_arg, model, trace),
         cluster=cluster,
-        request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target, top_k=req.top_k, time_limit_s=req.time_limit_s),
+        request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target, top_k=req.top_k,
+                            time_limit_s=req.time_limit_s, constraints=constraints),
         mesh=Mesh(dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, ep=cfg.ep, sp=cfg.sp, zero=cfg.zero, gpus_per_node=cluster.gpus_per_node, nodes=-(-req.gpus // cluster.gpus_per_node)),
         schedule=ScheduleInfo(name=cfg.schedule, virtual_stages=cfg.vpp, micro_batch=cfg.micro_batch, num_microbatches=cfg.num_microbatches, global_batch=cfg.global_batch),
         stages=_stages(table, cfg, estimate, cluster),

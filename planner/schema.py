@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from planner.constraints import PlanConstraints
 from planner.estimator import EstimateResult
 
 SCHEMA_VERSION = "1.0"
@@ -55,6 +56,8 @@ class RequestInfo(BaseModel):
     target: Target
     top_k: int
     time_limit_s: float | None
+    constraints: PlanConstraints | None = None
+    """Dimensions the user fixed or bounded (``planner.constraints``); None when all were searched."""
 
 
 class Mesh(BaseModel):

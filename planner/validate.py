@@ -18,7 +18,8 @@ importing ``search`` (networkx style: one independent checker for every algorith
   a multiple of pp and the transformer layers a multiple of pp x vpp;
 - memory: the configuration re-estimated with the cost model fits, and the plan's stored estimate
   (stages included) equals the re-estimate within 1e-9 relative;
-- the target's rules (``ecosystem-notes`` B1-B3, B6; see :func:`target_problems`).
+- the target's rules (``ecosystem-notes`` B1-B3, B6; see :func:`target_problems`);
+- the user's constraints echoed in ``request.constraints`` hold (``planner.constraints``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 from costmodel.specs import GenericLayer, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table, default_stage_layers
+from planner.constraints import constraint_problems
 from planner.errors import InputError
 from planner.estimator import result_from_step
 from planner.schema import SCHEMA_VERSION, Plan
@@ -56,7 +58,7 @@ def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     config_checks = parallel_problems(model, plan.config, plan.request.gpus) + _model_info(plan, model)
     problems += config_checks + _interleaving(plan, model)
     if not config_checks:  # lists have the model's lengths: the cost model can run the configuration
-        problems += _stage_split(plan, model) + _recompute(plan, model)
+        problems += _stage_split(plan, model) + _recompute(plan, model) + _constraints(plan, model)
         problems += target_problems(plan.request.target, plan.config, model) + _memory(plan, model)
     return problems
 
@@ -189,6 +191,12 @@ def _recompute(plan: Plan, model: ModelSpec) -> list[str]:
     if fixed:
         out.append(f"layers {fixed} ({', '.join(model.layers[i].kind for i in fixed)}) cannot recompute but are marked {modes[fixed[0]]}")
     return out
+
+
+def _constraints(plan: Plan, model: ModelSpec) -> list[str]:
+    """The configuration keeps the constraints the request echoes (``planner.constraints``)."""
+    modes = [m for m, x in zip(layer_modes(plan.config, model), model.layers) if _recomputable(x)]
+    return constraint_problems(plan.request.constraints, plan.config, modes)
 
 
 def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[str]:

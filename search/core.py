@@ -22,6 +22,7 @@ from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
 from search.bounds import bound_s, compute_floor_s, memory_bound_gib
+from search.constraints import closest_unconstrained, describe, option_summary, recompute_modes
 from search.refine import refine, refine_work
 from search.space import Option, meshes, options
 from search.targets import rules_for
@@ -29,7 +30,6 @@ from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 from search.pool import Pool
 
 Progress = Callable[[int, int], None]
-UNIFORM_MODES = ("none", "selective", "full")
 NEAREST_MISS_TRIES = 16
 """Options evaluated to name the nearest miss when every option is over memory."""
 DEADLINE_SHARE = 0.92
@@ -64,7 +64,7 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
             break
         base = option.to_config()
         uniform = math.inf
-        for mode in UNIFORM_MODES:
+        for mode in recompute_modes(req.constraints):
             cfg = base.model_copy(update={"recompute": mode})
             cand = Candidate(cfg, estimate_step(table, cfg))
             pool.add(cand)
@@ -80,17 +80,28 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     if math.inf in memory:  # options the bounding pass never reached: only the compute floor holds
         unexplored.insert(0, compute_floor_s(model, cluster, req))
     if pool.best() is None:
-        evaluated += _nearest_misses(table, pool, every, memory)
+        evaluated += _nearest_misses(table, pool, every, memory, recompute_modes(req.constraints)[-1])
     pruned = len(every) - len(opened)
-    return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start)
+    hints = _unsatisfiable(model, cluster, req) if not every and req.constraints else ()
+    return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start, hints)
 
 
-def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory: list[float]) -> int:
-    """When nothing fits, evaluate the options with the smallest memory bound under full
-    recomputation, so that the nearest miss and its shortfall can be reported."""
+def _unsatisfiable(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> tuple[str, ...]:
+    """Why no configuration satisfies the constraints: the closest one of the unconstrained space."""
+    closest = closest_unconstrained(model, cluster, req)
+    if closest is None:
+        return ("no configuration of the space applies, even without constraints: check the GPU count and batch",)
+    option, broken = closest
+    return (f"no configuration satisfies the constraints ({describe(req.constraints)}); nearest: {option_summary(option)}, "
+            f"which has {', '.join(broken)}",)
+
+
+def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory: list[float], mode: str) -> int:
+    """When nothing fits, evaluate the options with the smallest memory bound under ``mode`` (full
+    recomputation unless constrained), so that the nearest miss and its shortfall can be reported."""
     closest = sorted(range(len(memory)), key=lambda i: (memory[i], i))[:NEAREST_MISS_TRIES]
     for i in closest:
-        cfg = every[i].to_config().model_copy(update={"recompute": "full"})
+        cfg = every[i].to_config().model_copy(update={"recompute": mode})
         pool.add(Candidate(cfg, estimate_step(table, cfg)))
     return len(closest)
 
@@ -140,7 +151,7 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
         if out_of_time or (deadline is None and work >= REFINE_WORK_LIMIT):
             open_bounds.append(bound)
             continue
-        candidates, exhaustive = refine(table, base, rules)
+        candidates, exhaustive = refine(table, base, rules, req.constraints.recompute)
         longest = max(longest, time.perf_counter() - began)
         count += 1
         work += refine_work(table, base)
@@ -151,7 +162,8 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
     return open_bounds, count
 
 
-def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bounds: list[float], timed_out: bool, start: float) -> SearchResult:
+def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bounds: list[float], timed_out: bool, start: float,
+            hints: tuple[str, ...] = ()) -> SearchResult:
     best = pool.best()
     lowest_open = min(open_bounds, default=None)
     if best is None or lowest_open is None or lowest_open >= best.step_time_s:
@@ -165,7 +177,7 @@ def _result(pool: Pool, req: SearchRequest, evaluated: int, pruned: int, open_bo
     stats = SearchStats(evaluated, pruned, solver, status, gap, time.perf_counter() - start)
     if best is None:
         miss = pool.nearest_miss()
-        hints = pool.hints(miss, req)
+        hints = hints or pool.hints(miss, req)
         if timed_out and miss is not None:
             hints = ("a longer --time-limit (the search stopped before it tried every option)",) + hints
         return SearchResult(None, (), stats, miss, hints)

@@ -26,6 +26,12 @@ megatron (one mode for all layers, or full recomputation of the first N layers o
 1f1b and interleaved only), deepspeed (ZeRO <= 1 with pp > 1, default split, uniform recompute, no
 cp, 1f1b), torchtitan (ZeRO 0 or 3, uniform recompute, no zb-h1). Optimal = least step time among
 configurations whose estimate fits in memory.
+
+``request.constraints`` keeps only the configurations whose tp, pp, cp, dp, ep, vpp, zero and
+micro-batch lie in their ranges and whose sp and schedule equal the fixed ones; a fixed recompute
+mode leaves only the assignment that gives every recomputable layer that mode. An explicit upper bound
+(or a lower bound above the cap) replaces the default cap of tp (GPUs per node), cp (32), vpp
+(``max_vpp``) and the micro-batch (16).
 """
 
 from __future__ import annotations
@@ -72,15 +78,15 @@ def _units(model: ModelSpec) -> int:
 
 def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> Iterator[dict]:
     """Every (mesh, sp, zero, micro-batch, schedule) of the space as ``ParallelConfig`` fields."""
-    blocks = _blocks(model)
-    max_tp = req.max_tp or cluster.gpus_per_node
+    blocks, c = _blocks(model), req.constraints
+    max_tp = req.max_tp or _cap(c.tp, cluster.gpus_per_node)
     experts = sorted({b.num_experts for b in blocks if b.num_experts > 0})
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     gpus = req.gpus
     for tp, cp, pp in itertools.product(_divisors(gpus), _divisors(gpus), _divisors(gpus)):
         if tp > max_tp or any(b.num_heads % tp or b.num_kv_heads % tp for b in blocks):
             continue
-        if cp > 1 and (req.target == "deepspeed" or not blocks or cp > MAX_CP or req.seq_len % (2 * cp)):
+        if cp > 1 and (req.target == "deepspeed" or not blocks or cp > _cap(c.cp, MAX_CP) or req.seq_len % (2 * cp)):
             continue
         if pp > _units(model) or gpus % (tp * cp * pp):
             continue
@@ -89,12 +95,14 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
             continue
         eps = [e for e in _divisors(dp * cp) if all(n % e == 0 for n in experts)] if experts else [1]
         zeros = ZERO_WITH_PP[req.target] if pp > 1 else ZERO[req.target]
-        allowed = req.micro_batches or tuple(range(1, MAX_MICRO_BATCH + 1))
+        allowed = req.micro_batches or range(1, int(min(req.global_batch, _cap(c.micro_batch, MAX_MICRO_BATCH))) + 1)
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
         for ep, sp, zero, mb in itertools.product(eps, SP_WITH_TP[req.target] if tp > 1 else (False,), zeros, mbs):
             m = req.global_batch // (mb * dp)
             overlaps = (False, True) if sp and req.target != "deepspeed" else (False,)
             for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):
+                if not _satisfies(c, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero, micro_batch=mb, sp=sp, schedule=schedule):
+                    continue
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, micro_batch=mb,
                            global_batch=req.global_batch, seq_len=req.seq_len, schedule=schedule, attention=attention,
                            tp_comm_overlap=overlap)
@@ -106,8 +114,33 @@ def _schedules(model: ModelSpec, req: SearchRequest, pp: int, m: int) -> list[tu
     allowed = SCHEDULES[req.target]
     out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed]
     if "interleaved-1f1b" in allowed and m % pp == 0:
-        out += [("interleaved-1f1b", v) for v in range(2, req.max_vpp + 1) if _units(model) % (pp * v) == 0]
+        top = int(min(_units(model), _cap(req.constraints.vpp, req.max_vpp)))
+        out += [("interleaved-1f1b", v) for v in range(2, top + 1) if _units(model) % (pp * v) == 0]
     return out
+
+
+def _cap(bounds: tuple[int, int | None] | None, default: int) -> float:
+    """Largest value to enumerate: an explicit upper bound, else ``default`` (no cap when the lower
+    bound is above it)."""
+    if bounds is None:
+        return default
+    if bounds[1] is not None:
+        return bounds[1]
+    return default if bounds[0] <= default else math.inf
+
+
+def _satisfies(constraints, **values) -> bool:
+    """Every value lies in its constraint's range, or equals its fixed value."""
+    for name, value in values.items():
+        want = getattr(constraints, name)
+        if want is None:
+            continue
+        if isinstance(want, tuple):
+            if value < want[0] or (want[1] is not None and value > want[1]):
+                return False
+        elif value != want:
+            return False
+    return True
 
 
 def splits(model: ModelSpec, req: SearchRequest, chunks: int) -> list[tuple[int, ...]]:
@@ -135,6 +168,8 @@ def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int
             out[i] = mode
         return tuple(out)
 
+    if req.constraints.recompute:
+        return [assign([req.constraints.recompute] * len(movable))]
     uniform = [assign([mode] * len(movable)) for mode in MODES]
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return uniform
@@ -162,6 +197,8 @@ def _block_assignments(model: ModelSpec, sizes: tuple[int, ...]) -> list[tuple[s
 def _assignment_count(model: ModelSpec, req: SearchRequest) -> int:
     """Recompute assignments per split, or an upper bound of it (megatron's block variants)."""
     movable = len(_recomputable(model))
+    if req.constraints.recompute:
+        return 1
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return 3
     if req.target == "native":

@@ -67,14 +67,19 @@ class Pool:
         """Changes that would make the nearest miss fit, most effective first."""
         if miss is None:
             return ("no configuration of the space applies: check the GPU count and batch",)
-        x, est = miss.config, miss.estimate
+        x, est, c = miss.config, miss.estimate, req.constraints
         ratio = est.peak_memory_gib / est.capacity_gib
         out = [f"more GPUs (about {math.ceil(req.gpus * ratio)} for this memory per GPU)"]
         if x.zero < 3:
-            out.append("ZeRO-3 / FSDP sharding of parameters")
+            out.append(_relaxed("ZeRO-3 / FSDP sharding of parameters", c.allows("zero", 3), "--zero"))
         if x.recompute != "full":
-            out.append("full activation recomputation")
+            out.append(_relaxed("full activation recomputation", c.allows("recompute", "full"), "--recompute"))
         if x.micro_batch > 1:
-            out.append("micro-batch 1")
+            out.append(_relaxed("micro-batch 1", c.allows("micro_batch", 1), "--micro-batch"))
         out.append("GPUs with more memory, or a shorter sequence")
         return tuple(out)
+
+
+def _relaxed(change: str, allowed: bool, flag: str) -> str:
+    """A hint, saying which constraint to loosen when the constraints forbid it."""
+    return change if allowed else f"{change} (loosen {flag})"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from costmodel.specs import ParallelConfig
-from costmodel.table import CostTable
+from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.stage_model import group_costs
 from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
 from search.targets import TargetRules
@@ -15,13 +15,17 @@ KEEP = 3
 """Best splits per option re-evaluated by the cost model."""
 
 
-def refine(table: CostTable, base: ParallelConfig, rules: TargetRules) -> tuple[list[ParallelConfig], bool]:
-    """(configurations to evaluate, whether every split was searched) for ``base``."""
-    if not rules.explicit_splits and rules.recompute != "per_layer":
+def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute: str | None = None) -> tuple[list[ParallelConfig], bool]:
+    """(configurations to evaluate, whether every split was searched) for ``base``; ``recompute``,
+    when the user fixed it, is the one mode every recomputable layer takes."""
+    if not rules.explicit_splits and (rules.recompute != "per_layer" or recompute):
         return [], True
     gc = group_costs(table, base)
     balanced = table.default_split(base.pp * base.vpp)
-    mode_sets = [None] if rules.recompute == "per_layer" else [(0,), (1,), (2,)]
+    if recompute:
+        mode_sets: list = [(RECOMPUTE_CODES.index(recompute),)]
+    else:
+        mode_sets = [None] if rules.recompute == "per_layer" else [(0,), (1,), (2,)]
     plans: list[StagePlan] = []
     limit = None if _few_splits(table, base) else KEEP
     for modes in mode_sets:
@@ -32,7 +36,7 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules) -> tuple[
     plans.sort(key=lambda p: p.objective_s)
     keep = plans[:limit]
     configs = [_config(base, p) for p in keep]
-    if rules.recompute == "block":
+    if rules.recompute == "block" and not recompute:
         for sizes in dict.fromkeys(p.sizes for p in keep):
             configs += _block_variants(base, sizes, table)
     return configs, _exhaustive(table, base)

@@ -5,11 +5,14 @@ node before anything crosses the network) and divides every block's heads and KV
 splits the sequence into 2·cp chunks; pp is at most the number of blocks; dp = GPUs/(tp·cp·pp) divides
 the global batch; ep divides the experts and dp·cp; sp only with tp > 1; zero 0-3; micro-batch divides
 the per-replica batch; interleaving (vpp > 1) needs pp > 1, blocks divisible by pp·vpp and
-micro-batches divisible by pp. Targets narrow it (``search.targets``).
+micro-batches divisible by pp. Targets narrow it (``search.targets``), and so do the user's
+constraints (``SearchRequest.constraints``: fixed or bounded degrees, ZeRO stage, micro-batch, SP,
+schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and the micro-batch).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -48,24 +51,22 @@ def pipeline_units(model: ModelSpec) -> int:
 
 
 def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[Mesh]:
-    """Every mesh shape of the space, in a fixed order."""
-    bl = blocks(model)
-    max_tp = req.max_tp or cluster.gpus_per_node
+    """Every mesh shape of the space that the request's constraints allow, in a fixed order."""
+    bl, c = blocks(model), req.constraints
+    max_tp = req.max_tp or c.cap("tp", cluster.gpus_per_node)
     tps = [t for t in divisors(req.gpus) if t <= max_tp and all(b.num_heads % t == 0 and b.num_kv_heads % t == 0 for b in bl)]
     rules = rules_for(req.target)
-    cps = [c for c in divisors(req.gpus) if c == 1 or (rules.context_parallel and c <= MAX_CP and req.seq_len % (2 * c) == 0 and bl)]
+    max_cp = c.cap("cp", MAX_CP)
+    cps = [x for x in divisors(req.gpus) if x == 1 or (rules.context_parallel and x <= max_cp and req.seq_len % (2 * x) == 0 and bl)]
     experts = sorted({b.num_experts for b in bl if b.is_moe})
     out = []
-    for tp in tps:
-        for cp in cps:
-            for pp in divisors(req.gpus):
-                if pp > pipeline_units(model) or req.gpus % (tp * cp * pp):
-                    continue
-                dp = req.gpus // (tp * cp * pp)
-                if req.global_batch % dp:
-                    continue
-                for ep in _expert_degrees(experts, dp * cp):
-                    out.append(Mesh(tp, cp, pp, dp, ep))
+    for tp, cp, pp in itertools.product(tps, cps, divisors(req.gpus)):
+        if pp > pipeline_units(model) or req.gpus % (tp * cp * pp):
+            continue
+        dp = req.gpus // (tp * cp * pp)
+        if req.global_batch % dp or not all(c.allows(k, v) for k, v in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp))):
+            continue
+        out += [Mesh(tp, cp, pp, dp, ep) for ep in _expert_degrees(experts, dp * cp) if c.allows("ep", ep)]
     return out
 
 
@@ -77,21 +78,25 @@ def _expert_degrees(experts: list[int], dp_cp: int) -> list[int]:
 
 def micro_batches(mesh: Mesh, req: SearchRequest) -> list[int]:
     """Micro-batch sizes dividing the per-replica batch."""
-    per_replica = req.global_batch // mesh.dp
-    allowed = req.micro_batches or tuple(range(1, MAX_MICRO_BATCH + 1))
-    return [b for b in divisors(per_replica) if b in allowed]
+    per_replica, c = req.global_batch // mesh.dp, req.constraints
+    allowed = req.micro_batches or range(1, int(min(per_replica, c.cap("micro_batch", MAX_MICRO_BATCH))) + 1)
+    return [b for b in divisors(per_replica) if b in allowed and (c.micro_batch is None or c.allows("micro_batch", b))]
 
 
 def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRequest) -> list[tuple[str, int]]:
-    """(schedule, vpp) pairs the target allows for this mesh and micro-batch count."""
-    allowed = rules_for(req.target).schedules
+    """(schedule, vpp) pairs the target and the constraints allow for this mesh and micro-batch count."""
+    allowed, c = rules_for(req.target).schedules, req.constraints
     if mesh.pp == 1:
-        return [("1f1b", 1)]
-    out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed]
-    if "interleaved-1f1b" in allowed and num_microbatches % mesh.pp == 0:
-        units = pipeline_units(model)
-        out += [("interleaved-1f1b", v) for v in range(2, req.max_vpp + 1) if units % (mesh.pp * v) == 0]
-    return out
+        out = [("1f1b", 1)]
+    else:
+        out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed]
+        if "interleaved-1f1b" in allowed and num_microbatches % mesh.pp == 0:
+            units = pipeline_units(model)
+            top = int(min(units, c.cap("vpp", req.max_vpp)))
+            out += [("interleaved-1f1b", v) for v in range(2, top + 1) if units % (mesh.pp * v) == 0]
+    if c.schedule is None and c.vpp is None:
+        return out
+    return [(s, v) for s, v in out if c.allows("schedule", s) and c.allows("vpp", v)]
 
 
 _DEFAULTS = {name: field.default for name, field in ParallelConfig.model_fields.items() if name != "global_batch" and name != "seq_len"}
@@ -134,13 +139,14 @@ class Option:
 
 def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[Option]:
     """Every base option of a mesh, in a fixed order."""
-    rules = rules_for(req.target)
-    zeros = rules.zero_with_pp if mesh.pp > 1 else rules.zero
+    rules, c = rules_for(req.target), req.constraints
+    zeros = [z for z in (rules.zero_with_pp if mesh.pp > 1 else rules.zero) if c.allows("zero", z)]
+    sps = [sp for sp in (rules.sequence_parallel if mesh.tp > 1 else (False,)) if c.allows("sp", sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     for mb in micro_batches(mesh, req):
         m = req.global_batch // (mb * mesh.dp)
         for schedule, vpp in schedules(model, mesh, m, req):
-            for sp in (rules.sequence_parallel if mesh.tp > 1 else (False,)):
+            for sp in sps:
                 for zero in zeros:
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.

@@ -10,6 +10,56 @@ from costmodel.step import StepEstimate
 
 Target = Literal["native", "megatron", "torchtitan", "deepspeed"]
 Status = Literal["optimal", "feasible", "timeout"]
+Bounds = tuple[int, int | None]
+"""Inclusive (lowest, highest) value of one dimension; highest None = no upper bound."""
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """Dimensions the user fixed or bounded; None leaves a dimension to the search.
+
+    An integer dimension is an inclusive range (a fixed value is ``(v, v)``). An explicit upper bound
+    (or a lower bound above the cap) replaces the search's default cap of that dimension (tp: GPUs per node; cp: ``MAX_CP``; vpp:
+    ``SearchRequest.max_vpp``; micro-batch: ``MAX_MICRO_BATCH``); the space's hard rules (divisibility,
+    pp at most the blocks) still apply. ``recompute`` fixes one mode for every recomputable layer;
+    ``schedule`` is matched by name, and a job without pipelining runs ``1f1b``.
+    """
+
+    tp: Bounds | None = None
+    pp: Bounds | None = None
+    cp: Bounds | None = None
+    dp: Bounds | None = None
+    ep: Bounds | None = None
+    vpp: Bounds | None = None
+    zero: Bounds | None = None
+    micro_batch: Bounds | None = None
+    sp: bool | None = None
+    recompute: str | None = None
+    schedule: str | None = None
+
+    def allows(self, name: str, value: object) -> bool:
+        """Whether ``value`` of dimension ``name`` satisfies the constraint (free dimensions: always)."""
+        want = getattr(self, name)
+        if want is None:
+            return True
+        if isinstance(want, tuple):
+            lo, hi = want
+            return isinstance(value, int) and lo <= value and (hi is None or value <= hi)
+        return value == want
+
+    def cap(self, name: str, default: int) -> float:
+        """Largest value of ``name`` to enumerate: the explicit upper bound; else ``default``, or no
+        cap when the lower bound is already above ``default``."""
+        want = getattr(self, name)
+        if want is None:
+            return default
+        lo, hi = want
+        if hi is not None:
+            return hi
+        return default if lo <= default else float("inf")
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, name) is not None for name in self.__dataclass_fields__)
 
 
 @dataclass(frozen=True)
@@ -31,6 +81,8 @@ class SearchRequest:
     per virtual stage; the Megatron-Core r0.8.0 462B weak-scaling run uses 7)."""
     nonuniform: bool = True
     """Search non-uniform stage splits and per-layer recomputation (False: uniform only)."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """Dimensions fixed or bounded by the user; the search explores the rest."""
 
 
 @dataclass(frozen=True)

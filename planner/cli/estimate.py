@@ -8,6 +8,9 @@ table. A configuration that does not fit in memory is still an estimate (exit 0,
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Callable
+from typing import Any
 
 from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, positive_int, stdout_to_stderr
 
@@ -18,6 +21,8 @@ _EXAMPLES = """\
       --global-batch 512 --seq-len 8192 --tp 2 --cp 2 --recompute selective --zero 1 --json
   meshplan estimate --model path/to/config.json --cluster my_cluster.json --gpus 16 \\
       --global-batch 64 --seq-len 4096 --tp 4 --pp 2 --vpp 2 --micro-batch 2
+  meshplan estimate --model llama3.1-8b --cluster dgx-h100 --gpus 8 \\
+      --global-batch 64 --seq-len 8192 --tp 2 --pp 2 -o plan.json
   meshplan estimate --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch 16 \\
       --seq-len 8192 --micro-batch 2 --recompute selective --target torchtitan --compile --precision fp8
   meshplan estimate --plan plan.json --json"""
@@ -73,6 +78,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_engine_flags(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the tables")
+    parser.add_argument("-o", "--output", metavar="PLAN_JSON",
+                        help="also write the plan file of exactly this configuration (atomically; it must fit in memory)")
     add_retrace(parser)
     parser.set_defaults(run=run)
 
@@ -99,7 +106,8 @@ def _estimate(args: argparse.Namespace):  # noqa: ANN202 (EstimateResult, import
 
     if args.plan is not None:
         return planner.estimate_plan(args.plan, retrace=args.retrace)
-    return planner.estimate(
+    estimate = _plan_writer(args.output) if args.output is not None else planner.estimate
+    return estimate(
         model=args.model,
         cluster=args.cluster,
         gpus=args.gpus,
@@ -116,6 +124,20 @@ def _estimate(args: argparse.Namespace):  # noqa: ANN202 (EstimateResult, import
         trace=bool(args.trace),
         **{name: getattr(args, name) for name in _ENGINE_FLAGS},
     )
+
+
+def _plan_writer(path: str) -> Callable[..., Any]:
+    """``planner.estimate`` that also writes the plan of the configuration to ``path`` (``-o``)."""
+
+    def estimate_and_write(**settings: Any) -> Any:
+        from planner.given import config_plan, save_plan
+
+        plan = config_plan(**settings)
+        save_plan(plan, path)
+        print(f"meshplan: wrote {path}", file=sys.stderr)
+        return plan.estimate
+
+    return estimate_and_write
 
 
 def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
@@ -135,6 +157,8 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
 
 def _check_form(args: argparse.Namespace) -> None:
     """Either ``--plan`` alone or the required flags: say which flags are missing or in the way."""
+    if args.plan is not None and args.output is not None:
+        raise UsageError("estimate: -o writes the plan of a configuration given by flags; with --plan the plan file exists already")
     if args.plan is not None:
         extra = [_flag(dest) for dest in _CONFIG_FLAGS if getattr(args, dest) is not None]
         if extra:

@@ -22,7 +22,9 @@ _EXAMPLES = """\
   meshplan plan --model llama3.1-8b --cluster dgx-h100 --gpus 64 \\
       --global-batch 512 --seq-len 8192 --json > plan.json
   meshplan plan --model path/to/config.json --cluster my_cluster.json --gpus 16 \\
-      --global-batch 64 --seq-len 4096 --time-limit 10 --top-k 5 -o plan.json"""
+      --global-batch 64 --seq-len 4096 --time-limit 10 --top-k 5 -o plan.json
+  meshplan plan --model llama3.1-70b --cluster dgx-h100 --gpus 64 --global-batch 512 \\
+      --seq-len 8192 --tp 8 --pp 1..4 --zero 1 --recompute selective -o plan.json"""
 
 _DESCRIPTION = """\
 Search data, tensor (with or without sequence), pipeline (non-uniform stage splits, interleaving,
@@ -55,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
     how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative_float, default=0.0,
                      help="GiB per GPU to keep free beyond the cost model's estimate (default 0)")
+    _add_constraints(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")
     out.add_argument("--json", action="store_true", help="print the plan JSON on stdout instead of the summary")
@@ -62,6 +65,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--timing", action="store_true",
                      help="record the search wall time in the plan (plans are otherwise byte-identical for the same inputs)")
     parser.set_defaults(run=run)
+
+
+_CONSTRAINED = ("tp", "pp", "cp", "dp", "ep", "vpp", "zero", "micro_batch")
+
+
+def _add_constraints(parser: argparse.ArgumentParser) -> None:
+    """Flags that fix or bound a dimension; the search explores the others."""
+    fix = parser.add_argument_group("constraints (fix a value, or bound it as LO..HI, LO.. or ..HI; the rest is searched)")
+    for name, what in (("tp", "tensor-parallel degree"), ("pp", "pipeline-parallel degree"), ("cp", "context-parallel degree"),
+                       ("dp", "data-parallel degree"), ("ep", "expert-parallel degree"), ("vpp", "virtual stages per pipeline rank"),
+                       ("zero", "ZeRO stage (0-3)"), ("micro_batch", "sequences per micro-batch")):
+        fix.add_argument("--" + name.replace("_", "-"), metavar="N|LO..HI", help=what)
+    fix.add_argument("--sp", action=argparse.BooleanOptionalAction, help="sequence parallelism on (needs tp > 1) or off")
+    fix.add_argument("--recompute", choices=("none", "selective", "full"), help="one recompute mode for every layer")
+    fix.add_argument("--schedule", choices=("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), help="pipeline schedule")
 
 
 def _non_negative_int(text: str) -> int:
@@ -108,7 +126,9 @@ def run(args: argparse.Namespace) -> int:
         with stdout_to_stderr():  # a factory's prints, a solver's banner: stdout carries the result alone
             plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
                              seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
-                             memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress)
+                             memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress,
+                             sp=args.sp, recompute=args.recompute, schedule=args.schedule,
+                             **{name: getattr(args, name) for name in _CONSTRAINED})
     finally:
         progress.close()
     print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)

@@ -26,3 +26,45 @@ def test_memory_headroom_keeps_that_much_of_every_gpu_free() -> None:
 def test_memory_headroom_must_be_a_non_negative_number(bad: object) -> None:
     with pytest.raises(InputError, match="memory-headroom"):
         planner.plan(**GPT3_64, memory_headroom_gib=bad)  # type: ignore[arg-type]
+
+
+GPT3_64_NATIVE = dict(model="gpt3-175b", cluster="dgx-a100", gpus=64, global_batch=64, seq_len=2048, top_k=1)
+
+
+def test_constraints_fix_and_bound_the_plan() -> None:
+    plan = planner.plan(**GPT3_64_NATIVE, tp=4, pp=(2, 8), zero="0..1", micro_batch=1, sp=True, recompute="full", schedule="1f1b")
+    c = plan.config
+    assert (c.tp, c.micro_batch, c.sp, c.schedule) == (4, 1, True, "1f1b") and 2 <= c.pp <= 8 and c.zero <= 1
+    assert c.recompute == "full" and c.layer_recompute is None
+    assert plan.request.constraints is not None and plan.request.constraints.pp == (2, 8)
+    assert plan_problems(plan) == []
+
+
+def test_fixing_the_free_optimum_finds_it_again() -> None:
+    free = planner.plan(**GPT3_64)
+    assert free.request.constraints is None
+    c = free.config
+    fixed = planner.plan(**GPT3_64, tp=c.tp, pp=c.pp, cp=c.cp, dp=c.dp, ep=c.ep, vpp=c.vpp, zero=c.zero,
+                         micro_batch=c.micro_batch, sp=c.sp, schedule=c.schedule)
+    assert fixed.estimate.step_time_s == pytest.approx(free.estimate.step_time_s, rel=1e-12)
+
+
+def test_constraints_nothing_satisfies_name_the_nearest_configuration() -> None:
+    with pytest.raises(planner.NoFeasiblePlanError) as err:
+        planner.plan(**GPT3_64_NATIVE, tp=8, micro_batch=3)
+    message = str(err.value)
+    assert message.startswith("no configuration satisfies the constraints (tp 8, micro-batch 3); nearest: tp 8 x ")
+    assert "which has micro-batch 4 (asked micro-batch 3)" in message and "\n" not in message
+
+
+def test_nothing_fits_within_the_constraints_names_the_constrained_miss() -> None:
+    with pytest.raises(planner.NoFeasiblePlanError) as err:
+        planner.plan(**GPT3_64_NATIVE, tp=1, pp=1, zero=0)
+    assert "nearest miss: tp 1 x pp 1 x " in str(err.value) and "zero 0" in str(err.value)
+    assert "ZeRO-3 / FSDP sharding of parameters (loosen --zero)" in str(err.value)
+
+
+def test_bad_constraints_raise_one_input_error() -> None:
+    with pytest.raises(InputError, match=r"^tp 3: values: give an integer.*; pp 4\.\.2: the range is empty") as err:
+        planner.plan(**GPT3_64_NATIVE, pp="4..2", tp="3: values")
+    assert len(err.value.problems) == 2

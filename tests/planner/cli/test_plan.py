@@ -84,3 +84,29 @@ def test_unknown_model_is_bad_input(meshplan, one_line_error, tiny, tmp_path: Pa
     proc = meshplan("plan", *args, "-o", str(tmp_path / "plan.json"))
     one_line_error(proc, 2, "no-such-model")
     assert not (tmp_path / "plan.json").exists()
+
+
+def test_constraints_shape_the_plan_and_are_echoed(meshplan, tiny, tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    proc = meshplan("plan", *tiny, "--tp", "2", "--pp", "1..2", "--zero", "1..", "--recompute", "none", "--no-sp", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    plan = load_plan(out)
+    c = plan.config
+    assert c.tp == 2 and c.pp in (1, 2) and c.zero >= 1 and c.recompute == "none" and c.layer_recompute is None and not c.sp
+    assert json.loads(out.read_text())["request"]["constraints"] == {
+        "tp": [2, 2], "pp": [1, 2], "cp": None, "dp": None, "ep": None, "vpp": None, "zero": [1, None], "micro_batch": None,
+        "sp": False, "recompute": "none", "schedule": None}
+    assert plan_problems(plan) == []
+
+
+@pytest.mark.parametrize(("flags", "code", "fragment"), [
+    (["--pp", "4..2", "--tp", "3"], 2, "pp 4..2: the range is empty"),
+    (["--tp", "8", "--pp", "2", "--dp", "4", "--cp", "2"], 2, "dp 4 x tp 8 x pp 2 x cp 2 = 128 != 8 GPUs"),
+    (["--schedule", "zb-v"], 2, "invalid choice: 'zb-v'"),
+    (["--tp", "2", "--micro-batch", "3"], 3, "no configuration satisfies the constraints (tp 2, micro-batch 3); nearest: tp 2 x "),
+])
+def test_bad_or_unsatisfiable_constraints_are_one_line(meshplan, one_line_error, tiny, tmp_path: Path, flags: list[str], code: int,
+                                                       fragment: str) -> None:
+    out = tmp_path / "plan.json"
+    one_line_error(meshplan("plan", *tiny, *flags, "-o", str(out)), code, fragment)
+    assert not out.exists()
