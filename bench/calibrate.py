@@ -15,7 +15,9 @@ below); the knobs say how much of them a training loop gets:
   GPU's GEMM rate: ``gemm_fixed_us x peak x gemm_max``;
 - ``memory``: achieved fraction of HBM bandwidth in memory-bound kernels;
 - ``overlap_slowdown``: compute slowdown while a collective runs concurrently;
-- ``step_fixed_s``: fixed host-side time per step (``costmodel.step.STEP_FIXED_S``).
+- ``step_fixed_s``: fixed host-side time per step (``costmodel.step.STEP_FIXED_S``);
+- ``straggler_s``: mean per-node delay per step, which synchronous training pays as the expected
+  delay of the slowest of N nodes (``costmodel.step.STRAGGLER_DELAY_S``).
 
 A coarse exhaustive search, then coordinate descent, on the mean absolute error plus
 CAL_WEIGHT_MAX times its maximum; prints the
@@ -34,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from costmodel.specs import ClusterSpec  # noqa: E402
-from costmodel.step import STEP_FIXED_S, estimate_step  # noqa: E402
+from costmodel.step import STEP_FIXED_S, estimate_step, straggler_time  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
 from planner.published import PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
 from profiles import list_gpus  # noqa: E402
@@ -82,9 +84,10 @@ GRID: dict[str, list[float]] = {
     "memory": [0.6, 0.7, 0.75, 0.8, 0.85, 0.9],
     "overlap_slowdown": [0.1, 0.15, 0.2, 0.25, 0.3],
     "step_fixed_s": [round(0.01 * i, 2) for i in range(31)],
+    "straggler_s": [round(0.005 * i, 3) for i in range(17)],
 }
-START = {"loop": 0.80, "gemm_fixed_us": 4.0, "memory": 0.85, "overlap_slowdown": 0.15, "step_fixed_s": 0.1}
-FIT = [k for k in os.environ.get("CAL_KNOBS", "loop,step_fixed_s").split(",") if k]
+START = {"loop": 0.80, "gemm_fixed_us": 4.0, "memory": 0.85, "overlap_slowdown": 0.15, "step_fixed_s": 0.1, "straggler_s": 0.0}
+FIT = [k for k in os.environ.get("CAL_KNOBS", "loop,step_fixed_s,straggler_s").split(",") if k]
 """Knobs to fit (CAL_KNOBS); the others keep their START values, which are sourced (see profiles)."""
 WEIGHT_MAX = float(os.environ.get("CAL_WEIGHT_MAX", "0.5"))
 """Weight of the largest error against the mean in the objective."""
@@ -114,13 +117,25 @@ def half_gflop(peak_tflops: float, gemm_max: float, fixed_us: float) -> float:
     return fixed_us * 1e-6 * peak_tflops * 1e12 * gemm_max / 1e9
 
 
-def errors(runs: list[PublishedRun], knobs: dict[str, float]) -> list[float]:
+ADDITIVE = ("step_fixed_s", "straggler_s")
+"""Knobs that add to a computed estimate without changing it (swapped in after estimating)."""
+
+
+def errors(runs: list[PublishedRun], knobs: dict[str, float], cache: dict | None = None) -> list[float]:
     """predicted / measured − 1 of every run (what bench/fidelity.py reports); the step's fixed cost
-    is swapped for the knob's."""
+    and the straggler term are swapped for the knobs'. ``cache`` keeps the estimates of the other
+    knobs' values, so sweeping the additive knobs costs no re-estimation."""
+    key = tuple(sorted((k, v) for k, v in knobs.items() if k not in ADDITIVE))
+    if cache is None or key not in cache:
+        ests = [estimate_step(build_cost_table(run.model, with_knobs(run.cluster, knobs)), run.config) for run in runs]
+        if cache is None:
+            cache = {}
+        cache[key] = ests
     out = []
-    for run in runs:
-        est = estimate_step(build_cost_table(run.model, with_knobs(run.cluster, knobs)), run.config)
-        predicted = est.step_time_s - STEP_FIXED_S + knobs["step_fixed_s"]
+    for run, est in zip(runs, cache[key]):
+        gpn, n = run.cluster.gpus_per_node, run.config.num_gpus
+        jitter = straggler_time(n, gpn, knobs["straggler_s"]) - straggler_time(n, gpn)
+        predicted = est.step_time_s - est.table.cluster.efficiency.step_fixed_s + knobs["step_fixed_s"] + jitter
         out.append(predicted / run.measured_step_s - 1.0)
     return out
 
@@ -136,10 +151,10 @@ def fit(runs: list[PublishedRun], sweeps: int = 6) -> dict[str, float]:
     so coordinate descent cannot stall in a valley), then coordinate descent over the full grids
     until a sweep changes nothing."""
     coarse = [GRID[key][::2] for key in FIT]
-    knobs, best = dict(START), math.inf
+    knobs, best, cache = dict(START), math.inf, {}
     for values in itertools.product(*coarse):
         trial = dict(START, **dict(zip(FIT, values)))
-        s = score(errors(runs, trial))
+        s = score(errors(runs, trial, cache))
         if s < best:
             best, knobs = s, trial
     for _ in range(sweeps):
@@ -147,7 +162,7 @@ def fit(runs: list[PublishedRun], sweeps: int = 6) -> dict[str, float]:
         for key in FIT:
             for value in GRID[key]:
                 trial = dict(knobs, **{key: value})
-                s = score(errors(runs, trial))
+                s = score(errors(runs, trial, cache))
                 if s < best - 1e-9:
                     best, knobs, changed = s, trial, True
         if not changed:

@@ -223,7 +223,7 @@ class EfficiencySpec(BaseModel):
     """Compute slowdown while a collective runs concurrently (fraction of the hidden comm time)."""
     kernel_overhead_us: float = Field(default=5.0, ge=0)
     """Fixed time per kernel launch (host/launch and tail), microseconds."""
-    step_fixed_s: float = Field(default=0.14, ge=0)
+    step_fixed_s: float = Field(default=0.03, ge=0)
     """Fixed time per training step outside the layers' kernels (optimizer and gradient-norm
     launches, loss / overflow synchronisations, data loading, logging), seconds. The default is the
     value ``bench/calibrate.py`` fits on the shared published runs (``costmodel.step.STEP_FIXED_S``);

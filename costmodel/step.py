@@ -9,6 +9,7 @@ send/receive, the exposed gradient reduction and parameter gather, and the optim
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from costmodel import comm
@@ -33,9 +34,19 @@ STEP_FIXED_S: float = EfficiencySpec.model_fields["step_fixed_s"].default
 gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that drain the GPU's
 queue, data loading and logging. Published end-to-end throughputs include it (Megatron-LM README:
 "include all operations including data loading, optimizer steps, communication, and even logging").
-Host-side time does not scale with the accelerator, so one global value: fitted by
+Host-side time does not scale with the accelerator, so one global value (what grows with the number
+of nodes is :data:`STRAGGLER_DELAY_S`'s term): fitted with it by
 ``bench/calibrate.py`` on the shared published runs (``planner/reference/published_runs.csv``, a copy of the shared reference file).
 It is the default of ``EfficiencySpec.step_fixed_s``; a cluster file may state its own (``meshplan calibrate``)."""
+STRAGGLER_DELAY_S = 0.04
+"""Mean per-node delay of a synchronous step (OS and host jitter, data loading, network congestion),
+taken as exponentially distributed and independent across nodes. Every step waits at its
+collectives for the slowest of N nodes, whose expected delay is the mean times the harmonic number
+H_N (order statistics of the exponential: Rényi's representation), so the step grows by
+σ·(H_N − 1) over a one-node run, about σ·ln N: step time grows with the node count as measured runs
+do (Narayanan et al. 2021 Table 2 PTD-P rows, MosaicML's 128 -> 512 GPU rows). Fitted with
+``efficiency.step_fixed_s`` by ``bench/calibrate.py`` on the shared published runs (knob
+``straggler_s``)."""
 FRAGMENTATION = 0.05
 """Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
 FSDP2_STATE_BYTES = (4, 4, 8)
@@ -63,6 +74,8 @@ class StepEstimate:
     ranks: Ranks
     table: CostTable
     config: ParallelConfig
+    pipeline_s: float = 0.0
+    """Time of the pipelined micro-batches (compute, recompute, exposed per-layer communication, bubble)."""
 
     @property
     def rank_time_s(self) -> list[float]:
@@ -137,6 +150,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     per_mb = [t.time_s(slow) for t in r.types]
     total = sum(x * n for x, n in zip(per_mb, r.count))
     pipe_s, bubble_s = pipeline_time_folded(max(per_mb), total, m, cfg.vpp, cfg.schedule)
+    straggler_s = straggler_time(cfg.num_gpus, table.cluster.gpus_per_node)
     crit = r.types[per_mb.index(max(per_mb))]
     pp_link, pp_exposed = _pipeline_comm(table, cfg, r, m)
     dp_link, dp_exposed = _data_parallel_comm(table, cfg, r, m)
@@ -144,7 +158,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     offload_s = _offload_time(table, cfg, r, m)
     breakdown = {
         "compute": m * (crit.fwd_s + crit.bwd_s),
-        "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed + offload_s,
+        "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed + offload_s + straggler_s,
         "pipeline_bubble": bubble_s,
         "recompute": m * crit.recompute_s,
         "optimizer": optimizer_s,
@@ -155,7 +169,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     peaks = [sum(x.values()) for x in memories]
     top = peaks.index(max(peaks))
     return StepEstimate(
-        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s + offload_s,
+        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s + offload_s + straggler_s,
         model_flops=table.model_flops(cfg.global_batch, cfg.seq_len),
         time_breakdown_s=breakdown,
         link_time_s=links,
@@ -165,7 +179,15 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
         ranks=r,
         table=table,
         config=cfg,
+        pipeline_s=pipe_s,
     )
+
+
+def straggler_time(gpus: int, gpus_per_node: int, delay_s: float | None = None) -> float:
+    """Expected wait for the slowest of N nodes beyond one node's: σ·(H_N − 1) (:data:`STRAGGLER_DELAY_S`)."""
+    nodes = max(1, gpus // gpus_per_node)
+    harmonic = sum(1.0 / k for k in range(1, nodes + 1)) if nodes <= 64 else math.log(nodes) + 0.5772156649 + 0.5 / nodes
+    return (STRAGGLER_DELAY_S if delay_s is None else delay_s) * (harmonic - 1.0)
 
 
 def _pipeline_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> tuple[float, float]:

@@ -4,8 +4,9 @@ Each layer costs at least its fastest option (no recomputation) per micro-batch,
 S is at least the sum of those. The schedule's step, m·max X + (S − max X)/d (d = 1 for 1F1B and
 GPipe, v for interleaved 1F1B, 3 for ZB-H1; ``costmodel.pipeline``), is at least
 (m − 1/d)·S/p + S/d because max X ≥ S/p. Communication outside the pipeline adds non-negative time
-and the optimizer at least the step's fixed cost (the cluster's ``efficiency.step_fixed_s``), so the bound holds
-for the whole step.
+and the optimizer at least the step's fixed cost (the cluster's ``efficiency.step_fixed_s``), and every
+configuration on the same GPUs waits the same for stragglers (``costmodel.step.straggler_time``), so
+the bound holds for the whole step.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from costmodel.memory import GIB, model_state_bytes
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
-from costmodel.step import local_config
+from costmodel.step import local_config, straggler_time
 from costmodel.table import CostTable
 from search.types import SearchRequest
 
@@ -51,7 +52,8 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> 
     dict the caller owns, caches the per-layer sums shared by options with the same local view)."""
     total = fastest_sum_s(table, cfg, memo)
     d = bubble_divisor(cfg)
-    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d + table.cluster.efficiency.step_fixed_s
+    fixed = table.cluster.efficiency.step_fixed_s + straggler_time(cfg.tp * cfg.pp * cfg.dp * cfg.cp, table.cluster.gpus_per_node)
+    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d + fixed
 
 
 def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tuple[float, float, float]:
@@ -87,4 +89,4 @@ def compute_floor_s(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) 
     """A lower bound on every plan's step: the model FLOPs at every GPU's dense peak, plus the
     step's fixed cost. No kernel beats the peak and recomputation only adds work."""
     flops = model_flops_per_step(model.layers, req.global_batch, req.seq_len)
-    return flops / (req.gpus * cluster.gpu.peak_bf16_tflops * 1e12) + cluster.efficiency.step_fixed_s
+    return flops / (req.gpus * cluster.gpu.peak_bf16_tflops * 1e12) + cluster.efficiency.step_fixed_s + straggler_time(req.gpus, cluster.gpus_per_node)

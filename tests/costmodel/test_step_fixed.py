@@ -17,7 +17,7 @@ def _with_fixed(cluster, seconds: float):
 
 
 def test_presets_keep_the_fitted_default() -> None:
-    assert load_cluster("dgx-h100").efficiency.step_fixed_s == STEP_FIXED_S == pytest.approx(0.14)
+    assert load_cluster("dgx-h100").efficiency.step_fixed_s == STEP_FIXED_S == pytest.approx(0.03)
 
 
 def test_step_fixed_moves_step_time_and_bound_by_the_difference() -> None:
