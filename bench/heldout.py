@@ -36,9 +36,9 @@ ASSUMPTIONS = (
     "Korthikanti et al.: micro-batch 1 (4 for the 22B model, whose global batch is 4) and interleaving "
     "as in Calculon's validation inputs for the same table (calculon-ai/calculon validation/seqsel/"
     "tab5: v = 3 for 175B and 530B, none for 1T); fp16 with fp32 main gradients; eager attention "
-    "(Megatron-LM in 2022); 'full' = full recompute without SP, 'seqsel' = SP + selective recompute. "
+    "(Megatron-LM in 2022, engine megatron); 'full' = full recompute without SP, 'seqsel' = SP + selective recompute. "
     "Figure 1 memory is per GPU of the first pipeline stage, as the paper prints it.",
-    "MT-NLG: tp 8 x pp 35 (section 2.4), DeepSpeed's pipeline engine (1F1B, no interleaving), "
+    "MT-NLG: tp 8 x pp 35 (section 2.4), DeepSpeed's pipeline engine (engine deepspeed: 1F1B, no interleaving), "
     "micro-batch 1, ZeRO-1, full activation checkpointing, fp16 gradients all-reduced after the "
     "pipeline flush (no overlap), eager attention; vocabulary 50,272 (GPT-2 tokenizer padded).",
     "Llama 3: micro-batch 1; interleaved 1F1B with one transformer layer per model chunk (v = 8), the "
@@ -89,7 +89,8 @@ def korthikanti_runs() -> list[HeldOutRun]:
                "vocab": "51200", "layers": str(layers), "kv_heads": "", "ffn_hidden": ""}
         model = gpt_model(row, gpt_style=True)
         base = ParallelConfig(tp=tp, pp=pp, dp=n // (tp * pp), vpp=v, micro_batch=mbs, global_batch=gbs,
-                              seq_len=2048, attention="eager", schedule="interleaved-1f1b" if v > 1 else "1f1b")
+                              seq_len=2048, attention="eager", schedule="interleaved-1f1b" if v > 1 else "1f1b",
+                              engine="megatron")
         full_s, seqsel_s = KORTHIKANTI_TIME_S[name]
         states, act_none, act_seqsel = KORTHIKANTI_MEMORY_GIB[name]
         seqsel = base.model_copy(update={"sp": True, "recompute": "selective"})
@@ -117,7 +118,7 @@ def mtnlg_runs() -> list[HeldOutRun]:
     for n, seconds in MTNLG_TIME_S.items():
         cfg = ParallelConfig(tp=8, pp=35, dp=n // 280, zero=1, micro_batch=1, global_batch=1920, seq_len=2048,
                              recompute="full", attention="eager", grad_bytes=2, grad_reduce_bytes=2,
-                             overlap_grad_reduce=False, overlap_param_gather=False)
+                             overlap_grad_reduce=False, overlap_param_gather=False, engine="deepspeed")
         runs.append(HeldOutRun(f"MT-NLG 530B tp8 pp35 @{n}", model, cluster, cfg, seconds))
     return runs
 
@@ -184,6 +185,8 @@ def main() -> int:
     print()
     a100 = [t for run, _, t, _, _ in results if t is not None and run.cluster.gpu.name.startswith("a100")]
     h100 = [t for run, _, t, _, _ in results if t is not None and run.cluster.gpu.name.startswith("h100")]
+    table5 = [t for run, _, t, _, _ in results if t is not None and run.label.startswith("Korthikanti")]
+    print(_summary("Korthikanti Table 5", table5) + "  (Calculon, SC'23: 3.65 %, max 8.87 %)")
     print(_summary("step time, A100", a100))
     print(_summary("step time, H100", h100))
     print(_summary("step time, all", a100 + h100))
