@@ -95,6 +95,13 @@ class EngineTerms:
     fp32_sharded_params: bool
     """Sharded parameters are the fp32 master copy (FSDP2 mixed precision: 4 B params, 4 B grads,
     8 B Adam states per parameter, bf16 copies only while gathered)."""
+    cp_all_gather: bool = False
+    """Context parallelism all-gathers K/V (torchtitan's default ``allgather`` rotation) instead of
+    Megatron's overlapped p2p ring."""
+    fsdp_keeps_gathered: bool = False
+    """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
+    gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
+    ``set_requires_gradient_sync`` only on the last backward)."""
 
 
 def engine_terms(cfg: ParallelConfig) -> EngineTerms:
@@ -120,6 +127,8 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         dp_after_flush=engine == "deepspeed",
         microbatch_host_s=pipe_host,
         fp32_sharded_params=titan and cfg.zero == 3,
+        cp_all_gather=titan,
+        fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
     )
 
 

@@ -199,11 +199,22 @@ def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tupl
 
 
 def _cp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, attn_s: float) -> tuple[float, float]:
-    """Ring attention (Megatron ``cp_comm_type=p2p``): c−1 K/V chunk exchanges forward, twice that
-    backward (K/V again and dK/dV), overlapped with the per-chunk attention (costmodel-notes 2.6.4)."""
+    """Context parallelism's K/V exchange per layer and micro-batch, (link, exposed).
+
+    Ring attention (Megatron ``cp_comm_type=p2p``): c−1 K/V chunk exchanges forward, twice that
+    backward (K/V again and dK/dV), overlapped with the per-chunk attention (costmodel-notes 2.6.4).
+    All-gather (torchtitan's ``context_parallel_rotate_method = "allgather"``, Megatron
+    ``cp_comm_type=allgather``): the K/V of the whole sequence is gathered before the attention
+    forward and again in backward, and dK/dV are reduce-scattered, none of it overlapped
+    (costmodel-notes 2.6.4, "CP, all-gather")."""
     if cfg.cp == 1:
         return 0.0, 0.0
     kv_bytes = 2 * cfg.tokens * layer.num_kv_heads * layer.head_dim / cfg.tp * ACT_BYTES
+    if cfg.terms is not None and cfg.terms.cp_all_gather:
+        group = comm.place_group(cfg.cp, cfg.tp, cluster.gpus_per_node)
+        gathered = cfg.cp * kv_bytes
+        link = 2 * comm.all_gather(cluster, group, gathered) + comm.reduce_scatter(cluster, group, gathered)
+        return link, link
     across = cfg.tp * cfg.cp > cluster.gpus_per_node
     link = 3 * (cfg.cp - 1) * comm.send_recv(cluster, kv_bytes, across)
     return link, max(0.0, link - attn_s)

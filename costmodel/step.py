@@ -53,6 +53,11 @@ FSDP2_STATE_BYTES = (4, 4, 8)
 """Sharded bytes per parameter under FSDP2 mixed precision (torchtitan): the fp32 parameter (the
 master copy), its fp32 gradient, Adam's m and v (torch.distributed.fsdp ``MixedPrecisionPolicy``:
 bf16 exists only while a unit is gathered)."""
+FSDP2_PP_GATHERED_BYTES = 6
+"""Bytes per parameter of a pipeline stage FSDP2 keeps unsharded for the whole step under PP: the
+gathered bf16 parameters (2) and the unsharded gradients accumulated across micro-batches until the
+last one reduce-scatters them, in the fp32 ``reduce_dtype`` (4) [assumption: accumulation in the
+reduce dtype]."""
 FSDP2_UNIT_BYTES = 10
 """Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
 parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
@@ -132,7 +137,7 @@ def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> Local
         sp=cfg.sp and cfg.tp > 1,
         recompute=recompute,  # type: ignore[arg-type]
         flash=cfg.attention == "flash",
-        zero3_group=cfg.dp * cfg.cp if cfg.zero == 3 else 1,
+        zero3_group=cfg.dp * cfg.cp if cfg.zero == 3 and not _terms(table, cfg).fsdp_keeps_gathered else 1,
         grad_reduce_bytes=cfg.grad_reduce_bytes,
         tp_comm_overlap=cfg.tp_comm_overlap,
         zero3_bucket_params=cfg.zero3_bucket_params,
@@ -223,16 +228,18 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     """(link, exposed) time of the end-of-step gradient reduction and parameter gather.
 
     ZeRO-0: all-reduce of gradients (2Ψ); ZeRO-1/2: reduce-scatter gradients, all-gather updated
-    parameters (same 2Ψ, ZeRO §7); ZeRO-3 communicates per layer instead (``costmodel.local``). With
+    parameters (same 2Ψ, ZeRO §7); ZeRO-3 communicates per layer instead (``costmodel.local``),
+    except FSDP2 under pipelining, which gathers and reduces once per step like ZeRO-1. With
     ``overlap_grad_reduce`` the reduction hides behind the last micro-batch's backward except the last
     bucket; with ``overlap_param_gather`` the gather hides behind the next step's first forward. A
     rank r stages later in the pipeline finishes its backward earlier, which gives it slack (a type's
     first rank has the least).
     """
-    if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+    keeps = _terms(table, cfg).fsdp_keeps_gathered  # FSDP2 under PP: one gather and one reduction per step
+    if (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
         return 0.0, 0.0
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
-    per_step = 1 if cfg.zero < 2 else m
+    per_step = 1 if cfg.zero < 2 or keeps else m
     link = exposed = 0.0
     for t, first in zip(r.types, r.first_rank):
         dense, expert = t.params - t.expert_params, t.expert_params
@@ -328,6 +335,8 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
+    if terms.fsdp_keeps_gathered:
+        zero3 = FSDP2_PP_GATHERED_BYTES * t.params
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return p2p + zero3 + sp + fp8

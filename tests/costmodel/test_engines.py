@@ -130,3 +130,23 @@ def test_power_cap_slows_compute_bound_steps() -> None:
     capped = estimate_step(build_cost_table(llama(), titan), step(H100).config)
     free = estimate_step(build_cost_table(llama(), titan.model_copy(update={"power_limit_w": None})), step(H100).config)
     assert 1.05 < capped.step_time_s / free.step_time_s < 1 / clock_fraction(titan) + 1e-9
+
+
+def test_context_parallel_ring_vs_all_gather() -> None:
+    """Megatron's p2p ring overlaps the K/V exchange with attention; torchtitan's all-gather rotation
+    gathers K/V forward and backward and reduce-scatters dK/dV, all exposed (notes 2.6.4)."""
+    base = dict(cp=8, dp=1, micro_batch=1, global_batch=1, seq_len=131072, recompute="full", zero=1)
+    ring = step(H100, engine="megatron", **base)
+    gather = step(H100, engine="torchtitan", **base)
+    assert gather.ranks.types[0].exposed_s > 0
+    assert ring.ranks.types[0].exposed_s < gather.ranks.types[0].exposed_s
+
+
+def test_fsdp2_under_pipelining_gathers_once_and_keeps_the_stage() -> None:
+    """torchtitan: reshard_after_forward=False with PP, gradients reduced on the last backward only."""
+    base = dict(pp=2, dp=4, micro_batch=1, global_batch=32, zero=3, engine="torchtitan", recompute="full")
+    est = step(H100, **base)
+    rank = est.ranks.types[0]
+    assert rank.links["dp"] == 0.0  # no per-layer, per-micro-batch gathers
+    assert est.link_time_s["dp"] > 0  # one gather and one reduce-scatter per step instead
+    assert est.memory_breakdown_gib["buffers"] * 2**30 >= 6 * max(t.params for t in est.ranks.types)
