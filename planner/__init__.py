@@ -74,3 +74,15 @@ def sweep(**kwargs: Any) -> Any:
 
 
 __all__ += ["sweep"]
+
+
+def apply(plan: Plan, module: Any, **kwargs: Any) -> Any:
+    """Run ``plan``'s split of ``module`` on the initialised process group (DeviceMesh, DTensor TP/SP,
+    FSDP2, checkpointing, torch.distributed.pipelining); returns a runtime with ``step(tokens) -> loss``.
+    See :func:`planner.runtime.apply.apply`."""
+    from planner.runtime.apply import apply as _apply
+
+    return _apply(plan, module, **kwargs)
+
+
+__all__ += ["apply"]

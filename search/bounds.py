@@ -89,4 +89,7 @@ def compute_floor_s(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) 
     """A lower bound on every plan's step: the model FLOPs at every GPU's dense peak, plus the
     step's fixed cost. No kernel beats the peak and recomputation only adds work."""
     flops = model_flops_per_step(model.layers, req.global_batch, req.seq_len)
-    return flops / (req.gpus * cluster.gpu.peak_bf16_tflops * 1e12) + cluster.efficiency.step_fixed_s + straggler_time(req.gpus, cluster.gpus_per_node)
+    peak = cluster.gpu.peak_bf16_tflops
+    if "fp8" in req.precisions and cluster.gpu.peak_fp8_tflops is not None:  # FP8 GEMMs beat the BF16 peak
+        peak = max(peak, cluster.gpu.peak_fp8_tflops)
+    return flops / (req.gpus * peak * 1e12) + cluster.efficiency.step_fixed_s + straggler_time(req.gpus, cluster.gpus_per_node)

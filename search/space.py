@@ -13,6 +13,7 @@ schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and th
 from __future__ import annotations
 
 import itertools
+import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -121,6 +122,7 @@ class Option:
     schedule: str
     attention: str
     tp_comm_overlap: bool = False
+    precision: str = "bf16"
 
     def __getattr__(self, name: str):
         # Every other ParallelConfig field at its default (recompute, byte sizes, overlap flags).
@@ -143,7 +145,8 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     zeros = [z for z in (rules.zero_with_pp if mesh.pp > 1 else rules.zero) if c.allows("zero", z)]
     sps = [sp for sp in (rules.sequence_parallel if mesh.tp > 1 else (False,)) if c.allows("sp", sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
-    for mb in micro_batches(mesh, req):
+    precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
+    for mb, precision in itertools.product(micro_batches(mesh, req), precisions):
         m = req.global_batch // (mb * mesh.dp)
         for schedule, vpp in schedules(model, mesh, m, req):
             for sp in sps:
@@ -151,4 +154,4 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
                     overlap = sp and rules.tp_comm_overlap
-                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap)
+                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap, precision)

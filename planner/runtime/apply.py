@@ -145,6 +145,20 @@ def _check(plan: Plan, lmap: LayerMap) -> None:
                          f"neither over tp nor over pipeline stages (plan has tp {m.tp}, pp {m.pp}): untie them or plan tp 1, pp 1")
 
 
+def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
+    """Every check :func:`apply` makes before touching a process group: the device can run the plan,
+    the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
+    check_context_parallel(plan.mesh.cp, device_type)
+    lmap = map_layers(module, plan)
+    _check(plan, lmap)
+    product = plan.config.num_gpus
+    if product != world_size:
+        m = plan.mesh
+        raise InputError(f"plan needs pp {m.pp} x dp {m.dp} x cp {m.cp} x tp {m.tp} = {product} processes, "
+                         f"the world has {world_size}; launch with --nproc-per-node {product}")
+    return lmap
+
+
 def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, optimizer: Optimizer | None = None,
           loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> Runtime:
     """Apply ``plan`` to ``module`` on the initialised default process group; see the module docstring.
@@ -157,9 +171,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
                          "torch.distributed.init_process_group() first")
     device = _device(device_type)
-    check_context_parallel(plan.mesh.cp, device.type)
-    lmap = map_layers(module, plan)
-    _check(plan, lmap)
+    lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
     pp_rank = pmesh.coordinate("pp")
     chunks = [k for k in range(len(plan.stages)) if k % plan.mesh.pp == pp_rank]

@@ -51,10 +51,13 @@ def gpt_spec(layers: int = 4) -> ModelSpec:
 
 
 def make_plan(model_arg: Any, cfg: dict[str, Any], spec: ModelSpec | None = None, cluster: str = "dgx-a100") -> Plan:
-    """The plan of exactly ``cfg`` (``ParallelConfig`` fields; global batch and seq default to BATCH, SEQ)."""
+    """The plan of exactly ``cfg`` (``ParallelConfig`` fields; global batch and seq default to BATCH, SEQ;
+    the micro-batch to one micro-batch per step without pipelining and ``pp`` micro-batches with it)."""
     spec = spec or resolve_model_arg(model_arg)
     cluster_spec = resolve_cluster_arg(cluster)
-    config = ParallelConfig(**{"global_batch": BATCH, "seq_len": SEQ, **cfg})
+    dp, pp = cfg.get("dp", 1), cfg.get("pp", 1)
+    micro = BATCH // (dp * pp) if pp > 1 else BATCH // dp
+    config = ParallelConfig(**{"global_batch": BATCH, "seq_len": SEQ, "micro_batch": micro, **cfg})
     problems = parallel_problems(spec, config, config.num_gpus)
     assert not problems, problems
     est = estimate_step(build_cost_table(spec, cluster_spec), config)

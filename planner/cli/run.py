@@ -1,0 +1,126 @@
+"""``meshplan run plan.json --model M``: train a plan natively on torch.distributed and measure it.
+
+Started under ``torchrun --nproc-per-node K`` (one process per rank of the plan), or with
+``--nproc-per-node K`` to have meshplan check the plan against the model first and then start
+``torchrun --standalone`` itself (a plan that does not fit the model exits 2 before any worker
+starts). A one-rank plan runs in this process. Rank 0 prints the run record and writes it with ``-o``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+
+from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int, write_output
+
+_EXAMPLES = """\
+  meshplan plan --model config.json --cluster cpu4.json --gpus 4 --global-batch 8 --seq-len 32 -o plan.json
+  torchrun --standalone --nproc-per-node 4 -m cli run plan.json --model config.json --steps 10 -o run.json
+  meshplan run plan.json --model config.json --nproc-per-node 4 --json"""
+
+_DESCRIPTION = """\
+Build the model (on meta, then the unsplit model's weights from --seed, sharded), apply the plan with
+PyTorch's DeviceMesh, DTensor tensor/sequence parallelism, FSDP2, activation checkpointing and
+torch.distributed.pipelining, train --steps steps on seeded synthetic tokens of the plan's batch and
+sequence, and print the run record: step time (median after --warmup, and spread), tokens/s, MFU,
+peak memory per rank and the loss per step, each beside the plan's prediction with the error.
+The same --seed gives the same losses under every plan of one model and batch."""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``run`` subcommand."""
+    parser = add_subparser(subparsers, "run", "train a plan on torch.distributed and measure it", _DESCRIPTION, _EXAMPLES)
+    parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
+    parser.add_argument("--model", metavar="M", help="the plan's model: preset, config.json or file.py:factory "
+                        "(default: the plan's model argument)")
+    parser.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
+    parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches (default 0)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
+    parser.add_argument("--nproc-per-node", type=positive_int, metavar="K",
+                        help="check the plan, then start torchrun --standalone with K processes")
+    parser.add_argument("-o", "--output", metavar="RUN_JSON", help="write the run record (rank 0)")
+    parser.add_argument("--json", action="store_true", help="print the run record as one JSON object")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Launch, or be one rank of, the run."""
+    if args.warmup < 0 or args.warmup >= args.steps:
+        raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
+    from planner.plans import read_plan
+
+    plan = read_plan(args.plan)
+    if "RANK" in os.environ:
+        return _rank(args, plan)
+    _preflight(args, plan)
+    if args.nproc_per_node is None and plan.request.gpus == 1:
+        os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+        return _rank(args, plan)
+    if args.nproc_per_node is None:
+        raise UsageError(f"run: the plan has {plan.request.gpus} ranks; start under torchrun --nproc-per-node "
+                         f"{plan.request.gpus} or pass --nproc-per-node {plan.request.gpus}")
+    argv = ["run", args.plan, "--steps", str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed)]
+    argv += [*(["--model", args.model] if args.model else []), *(["--device", args.device] if args.device else []),
+             *(["-o", args.output] if args.output else []), *(["--json"] if args.json else [])]
+    cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cli.py")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}", cli, *argv]
+    return subprocess.run(cmd, check=False).returncode
+
+
+def _preflight(args: argparse.Namespace, plan: object) -> None:
+    """The plan fits the model and the process count, checked before any worker starts."""
+    from planner.runtime.apply import preflight
+    from planner.runtime.models import build_model
+
+    world = args.nproc_per_node or 1
+    preflight(plan, build_model(args.model or plan.model.arg, trace=plan.model.trace), world, args.device or _default_device())  # type: ignore[attr-defined]
+
+
+def _default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rank(args: argparse.Namespace, plan: object) -> int:
+    import torch.distributed as dist
+
+    from planner.errors import InputError
+    from planner.runtime.run import run_plan
+
+    device = args.device or _default_device()
+    dist.init_process_group("nccl" if device == "cuda" else "gloo")
+    if device == "cuda":
+        import torch
+
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    try:
+        record = run_plan(plan, args.model, steps=args.steps, warmup=args.warmup, seed=args.seed, device_type=device)  # type: ignore[arg-type]
+    except InputError:
+        if dist.get_rank() != 0:  # the same line from every rank: rank 0's is enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        raise
+    finally:
+        dist.destroy_process_group()
+    if record is None:
+        return EXIT_OK
+    text = record.to_json()
+    if args.output:
+        write_output(args.output, text)
+    if args.json:
+        print(text, end="")
+    else:
+        from planner.runtime.report import record_text
+
+        print(record_text(record))
+    return EXIT_OK

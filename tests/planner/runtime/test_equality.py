@@ -1,0 +1,124 @@
+"""Proof of ``planner.apply``: every plan shape trains exactly like the unsplit model.
+
+Fourteen plan shapes on 2, 4 and 8 CPU gloo processes, for three models: a small Llama from a
+``config.json`` (transformers), a small GPT of the ``gpt-1.7b`` preset's shape (the runtime's own
+builder) and a traced custom ``nn.Module``. Each trains three fp32 AdamW steps from the same seeded
+weights on the same seeded batches; losses and final parameters must equal one-process training
+(tolerances in ``equality.py``). A plan from ``meshplan plan`` on a four-"GPU" CPU cluster file is
+applied as written, and a deliberately wrong split (the first stage boundary moved in the applied
+module only) must fail the same comparison.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from equality import Job, Reference, compare, reference, results, run_world
+from plan_helpers import gpt_spec, make_plan, write_llama_config
+
+HERE = Path(__file__).parent
+RECOMPUTE = ["none", "full", "selective", "none", "full", "none", "none"]
+"""Per-layer recomputation for embedding, four blocks, norm, head: mixed."""
+
+SHAPES: dict[int, dict[str, dict]] = {
+    2: {
+        "dp": {"dp": 2, "zero": 0, "micro_batch": 2},
+        "fsdp": {"dp": 2, "zero": 3},
+        "tp_sp": {"tp": 2, "sp": True},
+        "pp_1f1b": {"pp": 2, "schedule": "1f1b"},
+        "pp_zero_bubble": {"pp": 2, "schedule": "zb-h1"},
+        "pp_uneven": {"pp": 2, "stage_layers": [2, 5]},
+    },
+    4: {
+        "tp_x_dp": {"tp": 2, "dp": 2, "zero": 0, "sp": False},
+        "fsdp_x_tp": {"tp": 2, "dp": 2, "zero": 3, "sp": True},
+        "pp_interleaved": {"pp": 2, "vpp": 2, "dp": 2, "zero": 1, "schedule": "interleaved-1f1b"},
+        "pp_x_tp": {"pp": 2, "tp": 2, "sp": True},
+        "pp_x_fsdp": {"pp": 2, "dp": 2, "zero": 3},
+        "recompute_mixed": {"tp": 2, "dp": 2, "zero": 1, "sp": True, "layer_recompute": RECOMPUTE},
+        "pp4_gpipe": {"pp": 4, "schedule": "gpipe"},
+    },
+    8: {
+        "pp_x_fsdp_x_tp": {"pp": 2, "dp": 2, "tp": 2, "zero": 3, "sp": True},
+    },
+}
+
+CPU_CLUSTER = """{"name": "laptop-cpu-4", "gpu": {"name": "cpu-core", "peak_bf16_tflops": 0.5, "hbm_gib": 4, "hbm_bandwidth_gbps": 20},
+ "gpus_per_node": 4, "intra_node_bandwidth_gbps": 5, "network_bandwidth_gbps": 1, "intra_node_latency_us": 20,
+ "network_latency_us": 50, "runtime_overhead_gib": 0.2, "source": "four CPU processes standing in for GPUs",
+ "efficiency": {"gemm_max": 0.5, "gemm_half_gflop": 0.01, "attention": 0.3, "memory": 0.6, "intra_node": 0.5, "network": 0.5}}"""
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
+    folder = tmp_path_factory.mktemp("llama")
+    return {"llama": write_llama_config(folder), "gpt": gpt_spec(), "custom": f"{HERE / 'custom_model.py'}:build"}
+
+
+@pytest.fixture(scope="module")
+def references(models: dict[str, object]) -> dict[str, Reference]:
+    return {name: reference(model) for name, model in models.items()}
+
+
+def _jobs(models: dict[str, object], shapes: dict[str, dict]) -> list[Job]:
+    jobs = []
+    for model_name, model in models.items():
+        spec = model if not isinstance(model, str) else None
+        for shape, cfg in shapes.items():
+            jobs.append(Job(f"{model_name}-{shape}", model, make_plan(model, cfg, spec=spec).to_json()))
+    return jobs
+
+
+def _check_all(out: Path, jobs: list[Job], refs: dict[str, Reference]) -> None:
+    failures = []
+    for job in jobs:
+        try:
+            compare(refs[job.name.split("-")[0]], results(out, job.name))
+        except AssertionError as err:
+            failures.append(f"{job.name}: {str(err).splitlines()[0]}")
+    assert not failures, "\n".join(failures)
+
+
+@pytest.fixture(scope="module")
+def world2(models: dict[str, object], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Job]]:
+    """Two processes: the 2-rank shapes, and the negative job (stage boundary moved in the module only)."""
+    out = tmp_path_factory.mktemp("world2")
+    llama = models["llama"]
+    wrong = Job("llama-wrong_split", llama, make_plan(llama, {"pp": 2}).to_json(), corrupt=True)
+    jobs = _jobs(models, SHAPES[2])
+    run_world(2, jobs + [wrong], out)
+    return out, jobs
+
+
+def test_two_process_shapes_equal_one_process(world2: tuple[Path, list[Job]], references: dict[str, Reference]) -> None:
+    _check_all(*world2, references)
+
+
+def test_moved_stage_boundary_fails_the_check(world2: tuple[Path, list[Job]], references: dict[str, Reference]) -> None:
+    out, _ = world2
+    with pytest.raises(AssertionError):
+        compare(references["llama"], results(out, "llama-wrong_split"))
+
+
+def test_four_process_shapes_and_a_searched_plan(models: dict[str, object], references: dict[str, Reference],
+                                                 tmp_path: Path) -> None:
+    cluster = tmp_path / "cpu4.json"
+    cluster.write_text(CPU_CLUSTER)
+    plan_file = tmp_path / "plan.json"
+    cmd = [sys.executable, str(HERE.parents[2] / "cli.py"), "plan", "--model", str(models["llama"]), "--cluster", str(cluster),
+           "--gpus", "4", "--global-batch", "8", "--seq-len", "16", "-o", str(plan_file)]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=HERE.parents[2])
+    searched = Job("llama-searched", models["llama"], plan_file.read_text())
+    jobs = _jobs(models, SHAPES[4]) + [searched]
+    run_world(4, jobs, tmp_path)
+    _check_all(tmp_path, jobs, references)
+
+
+def test_eight_process_3d_shape(models: dict[str, object], references: dict[str, Reference], tmp_path: Path) -> None:
+    jobs = _jobs(models, SHAPES[8])
+    run_world(8, jobs, tmp_path)
+    _check_all(tmp_path, jobs, references)
