@@ -49,12 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cost.add_argument("--critical-batch", metavar="B", type=positive_int, help="critical batch in sequences (McCandlish et al. 2018)")
     cost.add_argument("--deadline", metavar="T", help="e.g. 30d, 12h, 2w: the smallest GPU count per cluster that trains in time")
     cost.add_argument("--price-per-gpu-hour", metavar="USD[,USD2]", help="one price, or one per cluster")
-    cost.add_argument("--gpu-tdp-w", metavar="W", type=float, help="GPU power for the energy figure (default: the GPU profile's TDP)")
-    cost.add_argument("--node-overhead-w", metavar="W", type=float, help="power per node besides the GPUs (default: from the vendor's system power)")
+    cost.add_argument("--gpu-tdp-w", metavar="W", type=_positive("watts"), help="GPU power for the energy figure (default: the GPU profile's TDP)")
+    cost.add_argument("--node-overhead-w", metavar="W", type=_non_negative("watts"), help="power per node besides the GPUs (default: from the vendor's system power)")
     how = parser.add_argument_group("search")
     how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native", help="engine the plans must suit")
-    how.add_argument("--time-limit", metavar="SEC", type=float, help="per-point search limit (as `meshplan plan --time-limit`)")
-    how.add_argument("--memory-headroom", metavar="GIB", type=float, default=0.0, help="GiB per GPU to keep free")
+    how.add_argument("--time-limit", metavar="SEC", type=_positive("seconds"), help="per-point search limit (as `meshplan plan --time-limit`)")
+    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative("GiB"), default=0.0, help="GiB per GPU to keep free")
     how.add_argument("--workers", metavar="N", type=positive_int, default=1, help="local processes (default 1)")
     how.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (auto, local or ray://host:port; needs meshplan[ray])")
     out = parser.add_argument_group("output")
@@ -62,6 +62,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     out.add_argument("--report", metavar="FILE", help="write the HTML report here, plan files and plan reports in <stem>_plans/")
     out.add_argument("--json", action="store_true", help="print the sweep JSON on stdout instead of the table")
     parser.set_defaults(run=run)
+
+
+def _positive(unit: str):
+    """argparse type: a finite number above 0 of ``unit``."""
+    return lambda text: _number(text, unit, zero=False)
+
+
+def _non_negative(unit: str):
+    """argparse type: a finite number of at least 0 of ``unit``."""
+    return lambda text: _number(text, unit, zero=True)
+
+
+def _number(text: str, unit: str, zero: bool) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not (value >= 0 if zero else value > 0) or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a {'non-negative' if zero else 'positive'} number of {unit}, got '{text}'")
+    return value
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

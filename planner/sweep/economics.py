@@ -76,9 +76,11 @@ def power_model(cluster: ClusterSpec, gpu_tdp_w: float | None = None, node_overh
 
 
 def _gpu_source(gpu_sources, name: str) -> str:
+    from profiles import ProfileError
+
     try:
         return gpu_sources(name).get("tdp_w", "profiles/gpus.json tdp_w")
-    except Exception:  # a GPU defined inline in a cluster file has no entry in gpus.json
+    except ProfileError:  # a GPU defined inline in a cluster file has no entry in gpus.json
         return "the cluster file's gpu.tdp_w"
 
 
