@@ -79,6 +79,9 @@ def _overlaps(settings: dict[str, Any], knobs: dict[str, Any], target: str, prob
     if dp_overlap is not None:
         out["overlap_grad_reduce"] = out["overlap_param_gather"] = dp_overlap
     elif target == "deepspeed":
+        if settings.get("zero") in (0, 1, 2, None):
+            out["overlap_grad_reduce"] = out["overlap_param_gather"] = False
+            assumptions.append("deepspeed: zero_optimization.overlap_comm is false for stages 0-2 by default (no DP overlap; --dp-overlap sets it)")
         assumptions.append("deepspeed: gradients reduced after the pipeline flush (no overlap with backward under pp > 1)")
     return out
 

@@ -110,3 +110,12 @@ def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
     assert (cfg["engine"], cfg["compile"], cfg["precision"], cfg["overlap_grad_reduce"]) == ("torchtitan", True, "fp8", False)
     bad = subprocess.run([sys.executable, str(cli), *args[:-1], "--cluster", "dgx-a100"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no FP8 tensor cores" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
+    """DeepSpeed config docs: ``overlap_comm`` defaults to false (true only for ZeRO-3)."""
+    base = dict(model="llama3.1-8b", cluster="dgx-a100", gpus=16, global_batch=32, seq_len=2048, recompute="full")
+    ds = planner.estimate(**base, target="deepspeed", zero=1)
+    assert not ds.config["overlap_grad_reduce"] and any("overlap_comm" in a for a in ds.assumptions)
+    assert planner.estimate(**base, target="deepspeed", zero=1, dp_overlap=True).config["overlap_grad_reduce"]
+    assert planner.estimate(**base, target="deepspeed", zero=3).config["overlap_param_gather"]
