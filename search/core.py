@@ -110,7 +110,10 @@ def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tu
     """Memory bound of each option (``inf`` where the deadline came first) and, for those that may
     fit, (time bound, index, option) sorted best first. Options are visited in :func:`spread_order`,
     so that a deadline leaves a sample of the whole space rather than its first meshes."""
-    memo: dict = table.memo.setdefault("search.bounds", {})  # keyed by local view: shared by searches on this table
+    # Shared by every search on this table (planner.sweep reuses one table across GPU counts and
+    # batches): a key must name all its value depends on besides the table, not only what varies
+    # within one search.
+    memo: dict = table.memo.setdefault("search.bounds", {})
     memory, bases = [math.inf] * len(every), []
     capacity = table.cluster.gpu.hbm_gib
     for n, i in enumerate(spread_order(len(every))):
