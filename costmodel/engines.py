@@ -45,13 +45,6 @@ EAGER_NORM_EXTRA_BYTES_PER_H = 16.0
 torchtitan's RMSNorm computes in fp32 (``x.float()``, the normalised fp32 product and the cast
 back: 4 + 4 + 2 bytes against the fused kernel's 2) in both norms (torchtitan/models/llama/model.py)
 [derived]."""
-EAGER_ELEMENTWISE_TRAFFIC = 2.0
-"""HBM traffic of a block's elementwise ops run op by op over the fused kernels' traffic: eager
-PyTorch writes every intermediate (RMSNorm's fp32 square, mean, rsqrt and products; SiLU and the
-gate product; rotary's real/imaginary views) and reads it back, about twice the bytes of a fused
-norm / SwiGLU / rotary kernel that reads its inputs once and writes one output [derived op count:
-RMSNorm eager 5 passes vs fused 2; SwiGLU eager 3 kernels reading 5 and writing 3 tensors vs fused
-reading 2 writing 1]."""
 DEEPSPEED_PIPE_INSTRUCTION_S = 0.5e-3
 """Host time of one DeepSpeed pipeline-engine instruction (``deepspeed/runtime/pipe/engine.py``
 executes ``LoadMicroBatch``, ``ForwardPass``, ``BackwardPass``, ``SendActivation``, ``RecvGrad``, ...
@@ -98,6 +91,9 @@ class EngineTerms:
     cp_all_gather: bool = False
     """Context parallelism all-gathers K/V (torchtitan's default ``allgather`` rotation) instead of
     Megatron's overlapped p2p ring."""
+    sdpa_fa2: bool = False
+    """Attention runs PyTorch SDPA's flash backend, FlashAttention-2 (torchtitan), rather than the
+    GPU's fastest fused kernel (Transformer Engine's cuDNN attention in Megatron-LM / NeMo)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -128,6 +124,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         microbatch_host_s=pipe_host,
         fp32_sharded_params=titan and cfg.zero == 3,
         cp_all_gather=titan,
+        sdpa_fa2=titan,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
     )
 

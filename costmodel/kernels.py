@@ -60,20 +60,51 @@ def matmul_time(cluster: ClusterSpec, m: float, n: float, k: float, count: float
 
 FLASH_REFERENCE_HEAD_DIM = 128
 """Head dimension at which ``EfficiencySpec.attention`` is stated (the published kernel benchmarks)."""
+FLASH_REFERENCE_CONTEXT = 1024.0
+"""Average keys per query at which ``EfficiencySpec.attention`` is stated: causal attention over 2k
+tokens (Shah et al., "FlashAttention-3", 2024, H100 forward benchmarks at 2k)."""
+FLASH_BLOCK = 128
+"""Keys per KV tile of FlashAttention's inner loop (Dao 2023, FlashAttention-2 Alg. 1; 128 x 128
+tiles on Hopper and Ampere for head dim 128)."""
+FA2_ON_HOPPER = 298.0 / 484.0
+"""FlashAttention-2 over the Hopper-native kernels (cuDNN, FlashAttention-3) that the calibrated
+ceiling states: 298 against 484 TFLOP/s, H100 forward, head dim 128, 2k tokens (Shah et al. 2024).
+PyTorch's SDPA flash backend is FlashAttention-2; on Ampere it is the calibrated ceiling itself."""
+FA2_GPUS = ("h100", "h200", "h800", "gh200", "b200", "gb200")
+"""GPUs whose calibrated attention ceiling is a kernel FlashAttention-2 does not match (Hopper's
+wgmma/TMA kernels; Blackwell assumed alike: FlashAttention-2 uses neither generation's new
+instructions) [assumption for Blackwell]."""
 
 
-def attention_time(cluster: ClusterSpec, flops: float, head_dim: int = FLASH_REFERENCE_HEAD_DIM) -> float:
+def tile_efficiency(context: float, causal: bool) -> float:
+    """Share of a FlashAttention kernel's tile work that is useful for queries attending to
+    ``context`` keys on average: each 128-row query block runs context/128 KV tiles, one more tile's
+    worth of prologue and epilogue (load Q, rescale and write O and the log-sum-exp), and under a
+    causal mask half a tile of masked work on the diagonal (Dao 2023, FlashAttention-2 Alg. 1 and
+    §3.1.1 causal masking) [derived]. Longer contexts amortise the fixed work: 0.84 at 2k causal,
+    0.96 at 8k, 0.99 at 32k."""
+    tiles = max(context, 1.0) / FLASH_BLOCK
+    return tiles / (tiles + 1.0 + (0.5 if causal else 0.0))
+
+
+def attention_time(cluster: ClusterSpec, flops: float, head_dim: int = FLASH_REFERENCE_HEAD_DIM,
+                   context: float = FLASH_REFERENCE_CONTEXT, causal: bool = True, fa2: bool = False) -> float:
     """Seconds for a fused FlashAttention kernel executing ``flops`` FLOPs (Dao et al. 2022/2023).
 
     Narrower heads run each tile's two matmuls with a shorter inner dimension against the same softmax
     work: below head dim 128 the efficiency scales as sqrt(head_dim / 128). Shah et al.,
     "FlashAttention-3" (2024), H100 forward at 2k tokens, head dim 64 over 128: FlashAttention-3 0.74,
-    cuDNN 0.64, FlashAttention-2 0.88; sqrt(64/128) = 0.71 sits among them."""
+    cuDNN 0.64, FlashAttention-2 0.88; sqrt(64/128) = 0.71 sits among them. The sequence length
+    enters through :func:`tile_efficiency` relative to the calibrated 2k causal point; ``fa2`` runs
+    FlashAttention-2 (PyTorch SDPA's flash backend), :data:`FA2_ON_HOPPER` of the ceiling on
+    :data:`FA2_GPUS`."""
     if flops <= 0:
         return 0.0
     eff = cluster.efficiency
     narrow = min(1.0, (head_dim / FLASH_REFERENCE_HEAD_DIM) ** 0.5)
-    rate = cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention * narrow * clock_fraction(cluster)
+    length = tile_efficiency(context, causal) / tile_efficiency(FLASH_REFERENCE_CONTEXT, True)
+    kernel = FA2_ON_HOPPER if fa2 and cluster.gpu.name.startswith(FA2_GPUS) else 1.0
+    rate = cluster.gpu.peak_bf16_tflops * 1e12 * eff.attention * narrow * length * kernel * clock_fraction(cluster)
     return flops / rate + eff.kernel_overhead_us * 1e-6
 
 

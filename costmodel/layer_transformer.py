@@ -7,7 +7,7 @@ import math
 from costmodel import comm
 from costmodel.flops import CAUSAL_ATTENTION_FRACTION, attention_context, ffn_matrices
 from costmodel.params import expert_params, layer_params, norm_params
-from costmodel.engines import EAGER_ELEMENTWISE_TRAFFIC, sac_saved_matmuls
+from costmodel.engines import sac_saved_matmuls
 from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.precision import cast_bytes_per_element
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
@@ -83,8 +83,8 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     Backward GEMMs cost 2x forward (dgrad + wgrad); FlashAttention backward 2.5x forward (it recomputes
     QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work) as one
     batched GEMM over all heads, plus the softmax and dropout passes over the s x s scores.
-    Elementwise ops run op by op move :data:`costmodel.engines.EAGER_ELEMENTWISE_TRAFFIC` times the
-    bytes of fused kernels. Selective recomputation re-runs the attention core (Megatron) or every
+    Elementwise ops run op by op (eager) move the bytes :func:`_elementwise_bytes` counts per op.
+    Selective recomputation re-runs the attention core (Megatron) or every
     other matmul and every elementwise op (torchtitan's op-level policy).
     """
     t = cfg.tp
@@ -93,7 +93,10 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     core = 4.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * layer.num_heads * layer.head_dim / t
     if cfg.flash:
         d = layer.head_dim
-        attn_f, attn_b = attention_time(cluster, core, d), attention_time(cluster, 2.5 * core, d)
+        ctx = attention_context(layer, cfg.seq_len / cfg.cp, frac)
+        sdpa = cfg.terms is not None and cfg.terms.sdpa_fa2
+        attn_f = attention_time(cluster, core, d, ctx, layer.causal, sdpa)
+        attn_b = attention_time(cluster, 2.5 * core, d, ctx, layer.causal, sdpa)
         softmax_bytes = 0.0
     else:
         heads = layer.num_heads / t
@@ -105,8 +108,7 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
         chain = 2.0 if fused else 2.0 + EAGER_SCALE_MASK_PASSES
         softmax_bytes = (chain + drop) * ACT_BYTES * cfg.tokens * heads * cfg.seq_len
     fused = cfg.terms is None or cfg.terms.fused
-    elementwise = _elementwise_bytes(layer, cfg) * (1.0 if fused else EAGER_ELEMENTWISE_TRAFFIC)
-    mem_f = memory_time(cluster, elementwise + softmax_bytes, kernels=6 if fused else 18)
+    mem_f = memory_time(cluster, _elementwise_bytes(layer, cfg) + softmax_bytes, kernels=6 if fused else 18)
     cast_f, cast_b = _fp8_cast_time(layer, cfg, cluster)
     fwd = gemms + attn_f + mem_f + cast_f
     bwd = 2 * gemms + attn_b + 2 * mem_f + cast_b
@@ -129,6 +131,8 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     rms = layer.norm == "rmsnorm" and not fused
     norm = EAGER_RMSNORM_ELEMENTS if rms else 2
     repl = 2 * norm * h + 6 * h + (4 * h if layer.dropout else 0)
+    if not fused and (layer.out_bias or layer.mlp_bias or layer.dropout):
+        repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h
     act = (3 if fused else 5) * f if layer.ffn_act == "swiglu" else 2 * f
     if rms:
         act += EAGER_ROTARY_ELEMENTS * (layer.num_heads + layer.num_kv_heads) * layer.head_dim
@@ -146,6 +150,12 @@ EAGER_RMSNORM_ELEMENTS = 14
 ``x.float()``, ``pow(2).mean`` (one reduction kernel), ``* rsqrt``, ``type_as``, ``* weight``:
 read 2 + write 4, read 4, read 4 + write 4, read 4 + write 2, read 2 + write 2 = 28 bytes) against
 the fused kernel's read and write (2). [derived, op by op]"""
+EAGER_BIAS_DROPOUT_ADD_ELEMENTS = 4.5
+"""Extra element reads and writes per hidden element of each residual branch when the row-parallel
+bias, the dropout and the residual add run as three ops (Megatron-LM 2019 ``mpu/transformer.py``:
+``output + bias``, ``dropout``, ``residual +``: read h + write h, read h + write h + a one-byte mask,
+read 2h + write h = 7.5h) instead of the fused bias-dropout-add (read 2h, write h and the mask: 3h)
+[derived, op by op]."""
 EAGER_ROTARY_ELEMENTS = 10
 """2-byte element equivalents eager rotary embedding moves per query / key element (torchtitan
 ``apply_rotary_emb``: ``.float()`` read 2 + write 4, complex multiply read 4 + write 4, ``type_as``

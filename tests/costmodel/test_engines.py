@@ -150,3 +150,32 @@ def test_fsdp2_under_pipelining_gathers_once_and_keeps_the_stage() -> None:
     assert rank.links["dp"] == 0.0  # no per-layer, per-micro-batch gathers
     assert est.link_time_s["dp"] > 0  # one gather and one reduce-scatter per step instead
     assert est.memory_breakdown_gib["buffers"] * 2**30 >= 6 * max(t.params for t in est.ranks.types)
+
+
+def test_flash_tile_efficiency_and_kernel_choice() -> None:
+    """FlashAttention-2 Alg. 1 with 128-key tiles: T/(T + 1 + 1/2) for causal queries over T tiles;
+    SDPA's FlashAttention-2 runs at 298/484 of the Hopper ceiling (Shah et al. 2024), not on A100."""
+    from costmodel.kernels import FA2_ON_HOPPER, attention_time, tile_efficiency
+
+    assert tile_efficiency(1024, causal=True) == pytest.approx(8 / 9.5)
+    assert tile_efficiency(4096, causal=False) == pytest.approx(32 / 33)
+    flops = 1e15
+    assert attention_time(H100, flops, context=1024) / attention_time(H100, flops, context=65536) == pytest.approx(
+        tile_efficiency(65536, True) / tile_efficiency(1024, True), rel=1e-6)
+    assert attention_time(H100, flops, fa2=True) == pytest.approx(attention_time(H100, flops) / FA2_ON_HOPPER, rel=1e-6)
+    assert attention_time(A100, flops, fa2=True) == attention_time(A100, flops)
+
+
+def test_eager_elementwise_counts_op_by_op() -> None:
+    """torchtitan's eager RMSNorm (28 B), rotary (20 B per q/k element), SwiGLU (5f) and Megatron 2019's
+    unfused bias-dropout-add (+4.5h per branch) against the fused kernels."""
+    from costmodel.layer_transformer import _elementwise_bytes
+    from costmodel.step import local_config
+
+    model = llama(layers=1)
+    table = build_cost_table(model, H100)
+    base = ParallelConfig(dp=1, micro_batch=1, global_batch=1, seq_len=1, engine="torchtitan")
+    eager = _elementwise_bytes(model.layers[1], local_config(table, base, "none"))
+    fused = _elementwise_bytes(model.layers[1], local_config(table, base.model_copy(update={"compile": True}), "none"))
+    h, f, qk = 4096, 14336, (32 + 8) * 128
+    assert eager - fused == pytest.approx(2 * (2 * (14 - 2) * h + 2 * f + 10 * qk))
