@@ -47,8 +47,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
+_QUIET = ("torchao", "torch.utils._pytree")
+"""Loggers whose import-time notices (optional CUDA kernels absent on this machine, pytree
+registration deprecations) would break the one-line error contract; errors still show."""
+
+
 def run(args: argparse.Namespace) -> int:
     """Launch, or be one rank of, the run."""
+    import logging
+
+    for name in _QUIET:
+        logging.getLogger(name).setLevel(logging.ERROR)
     if args.warmup < 0 or args.warmup >= args.steps:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     from planner.plans import read_plan
@@ -98,6 +107,12 @@ def _rank(args: argparse.Namespace, plan: object) -> int:
     from planner.errors import InputError
     from planner.runtime.run import run_plan
 
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world != plan.request.gpus:  # type: ignore[attr-defined]
+        if os.environ.get("RANK") != "0":
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        raise InputError(f"the plan has {plan.request.gpus} ranks but torchrun started {world}; "  # type: ignore[attr-defined]
+                         f"use --nproc-per-node {plan.request.gpus}")  # type: ignore[attr-defined]
     device = args.device or _default_device()
     dist.init_process_group("nccl" if device == "cuda" else "gloo")
     if device == "cuda":

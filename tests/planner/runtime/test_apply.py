@@ -1,0 +1,124 @@
+"""``planner.apply`` in one process: meta modules on a fake 8-rank world, refusals, roles, recompute."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.tensor import DTensor
+from torch.testing._internal.distributed.fake_pg import FakeStore
+
+import planner
+from planner.errors import InputError
+from planner.runtime.apply import preflight
+from planner.runtime.models import build_model
+from planner.runtime.recompute import apply_recompute
+from planner.runtime.tensor_parallel import block_roles
+from plan_helpers import gpt_spec, make_plan, write_llama_config
+
+HERE = Path(__file__).parent
+CUSTOM = f"{HERE / 'custom_model.py'}:build"
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return write_llama_config(tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture
+def fake_world() -> Iterator[callable]:
+    def start(rank: int, world: int) -> None:
+        dist.init_process_group("fake", rank=rank, world_size=world, store=FakeStore())
+
+    yield start
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def test_meta_module_on_fake_world_is_split_without_materialising(llama: str, fake_world) -> None:
+    plan = make_plan(llama, {"pp": 2, "dp": 2, "tp": 2, "zero": 3, "sp": True,
+                             "layer_recompute": ["none", "full", "selective", "none", "full", "none", "none"]})
+    fake_world(7, 8)  # the last rank: pipeline rank 1, layers 3.. of the plan's second stage
+    runtime = planner.apply(plan, build_model(llama), device_type="cpu")
+    params = dict(runtime.named_parameters())
+    assert all(p.device.type == "meta" for p in params.values())
+    assert "lm_head.weight" in params and "model.embed_tokens.weight" not in params
+    q = params["model.layers.3.self_attn.q_proj.weight"]
+    assert isinstance(q, DTensor) and q.shape == (32, 32) and q.to_local().shape == (8, 32)  # tp 2 x dp 2 shards
+    assert runtime.chunks == [1] and runtime.schedule is not None
+    assert [u.index for u in runtime.stages[0].units] == plan.stages[1].layers
+
+
+@pytest.mark.parametrize("model", ["gpt", "custom", "llama"])
+def test_block_roles_follow_the_tracer(model: str, llama: str) -> None:
+    arg = {"gpt": gpt_spec(), "custom": CUSTOM, "llama": llama}[model]
+    module = build_model(arg)
+    block = next(m for n, m in module.named_modules() if n.endswith("layers.0") or n == "stack.0")
+    roles, norms, hidden = block_roles(block)
+    rows = sorted(p for p, r in roles.items() if r == "row")
+    assert hidden == 32 and len(norms) == 2
+    assert rows == {"gpt": ["mlp.down_proj", "self_attn.o_proj"], "custom": ["attn.out", "ff.w_out"],
+                    "llama": ["mlp.down_proj", "self_attn.o_proj"]}[model]
+    assert len(roles) - len(rows) == {"gpt": 4, "custom": 4, "llama": 5}[model]  # q, k, v, up (, gate)
+
+
+def test_plan_of_another_model_is_refused_with_one_line(llama: str) -> None:
+    plan = make_plan(gpt_spec(layers=3), {"dp": 2}, spec=gpt_spec(layers=3))
+    with pytest.raises(InputError, match=r"the plan has 6 layers .* but the module has 7") as err:
+        preflight(plan, build_model(llama), 2, "cpu")
+    assert "\n" not in str(err.value)
+
+
+def test_same_layer_count_other_shapes_is_refused(llama: str) -> None:
+    plan = make_plan(gpt_spec(), {"dp": 2}, spec=gpt_spec())
+    with pytest.raises(InputError, match=r"parameters but the plan's model 'tiny-gpt' has"):
+        preflight(plan, build_model(llama), 2, "cpu")
+
+
+def test_world_size_and_context_parallel_on_cpu_are_refused(llama: str) -> None:
+    with pytest.raises(InputError, match=r"pp 1 x dp 4 x cp 1 x tp 1 = 4 processes, the world has 2"):
+        preflight(make_plan(llama, {"dp": 4}), build_model(llama), 2, "cpu")
+    with pytest.raises(InputError, match=r"context parallelism \(cp 2\) .* device 'cpu'"):
+        preflight(make_plan(llama, {"cp": 2}), build_model(llama), 2, "cpu")
+
+
+def test_tied_weights_are_not_split_over_tp() -> None:
+    spec = gpt_spec().model_copy(update={"tied_embeddings": True})
+    tied = spec.model_copy(update={"layers": (spec.layers[0], *spec.layers[1:-1], spec.layers[-1].model_copy(update={"tied": True}))})
+    with pytest.raises(InputError, match="ties its embedding and head"):
+        preflight(make_plan(tied, {"tp": 2}, spec=tied), build_model(tied), 2, "cpu")
+
+
+def test_apply_needs_a_process_group(llama: str) -> None:
+    assert not dist.is_initialized()
+    with pytest.raises(InputError, match="initialised process group"):
+        planner.apply(make_plan(llama, {}), build_model(llama))
+
+
+class _Counting(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        q = self.lin(x).unsqueeze(1)
+        return torch.nn.functional.scaled_dot_product_attention(q, q, q).squeeze(1)
+
+
+@pytest.mark.parametrize("mode, forwards", [("none", 1), ("full", 2), ("selective", 2)])
+def test_recompute_reruns_the_forward_in_backward(mode: str, forwards: int) -> None:
+    torch.manual_seed(0)
+    plain, module = _Counting(), _Counting()
+    module.load_state_dict(plain.state_dict())
+    apply_recompute(module, mode)
+    x = torch.randn(4, 3, 8)
+    plain(x).square().sum().backward()
+    module(x).square().sum().backward()
+    assert module.calls == forwards
+    torch.testing.assert_close(module.lin.weight.grad, plain.lin.weight.grad)
