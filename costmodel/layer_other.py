@@ -104,4 +104,5 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
         act, work = out, act
     else:
         work = 0.0
-    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out, recompute)
+    # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute)

@@ -173,6 +173,15 @@ class ModelSpec(BaseModel):
     """Edges beyond the chain ``layers[i] -> layers[i+1]``; empty for a plain chain."""
     source: str = ""
     """Where the spec came from: a preset name, a config path, a traced factory."""
+    notes: tuple[str, ...] = ()
+    """What the estimate assumes about this model beyond its layers (a traced model names the layers
+    it planned as generic, and why); echoed in every estimate's assumptions."""
+
+    @property
+    def has_sequence(self) -> bool:
+        """Samples are sequences that sequence and context parallelism can split: false for a model
+        traced from whole samples without attention (one token per sample: recommenders, CNNs, GNNs)."""
+        return self.tokens_per_sample != 1
 
 
 # ----------------------------------------------------------------------------------------------

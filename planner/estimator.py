@@ -96,8 +96,9 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
     settings.update(engine_fields)
     tp, pp, cp = settings.get("tp", 1), settings.get("pp", 1), settings.get("cp", 1)
     if settings.get("sp") is None:
-        settings["sp"] = tp > 1
-        assumptions.append(f"sequence parallelism {'on' if tp > 1 else 'off'} (default: on when tp > 1)")
+        settings["sp"] = tp > 1 and model.has_sequence
+        why = "default: on when tp > 1" if model.has_sequence else "no sequence to split: one token per sample"
+        assumptions.append(f"sequence parallelism {'on' if settings['sp'] else 'off'} ({why})")
     if settings.get("zero") is None:
         settings["zero"] = 1
         assumptions.append("zero 1: distributed optimizer (default)")
@@ -158,7 +159,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_gib=MemoryBreakdown(**step.memory_breakdown_gib),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=_with_mfu_note(assumptions),
+        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions]),
     )
 
 

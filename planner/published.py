@@ -28,6 +28,7 @@ from profiles import load_cluster
 
 ASSUMPTIONS: dict[str, str] = {
     "narayanan": (
+        "engine megatron (ZeRO-3 rows: engine deepspeed). "
         "Table 1 and Table 2 PTD-P rows run the authors' reproduction scripts (NVIDIA/Megatron-LM "
         "examples/sc21, SC21_RUNS): their micro-batch, virtual stages and DDP (torch DDP = gradient "
         "all-reduce overlapped with backward for pp = 1, local DDP = not overlapped for pp > 1); fp16 "
@@ -39,6 +40,7 @@ ASSUMPTIONS: dict[str, str] = {
         "hundreds of ranks leave nothing to hide behind)"
     ),
     "megatron": (
+        "engine megatron (Megatron-Core). "
         "SP on when tp > 1 (--tp-comm-overlap requires it); distributed optimizer with overlapped "
         "gradient reduce-scatter (fp32, Megatron's default for bf16) and param all-gather (README flags); "
         "FlashAttention (Transformer Engine); no recompute; pp = 1 rows take the largest micro-batch "
@@ -47,11 +49,13 @@ ASSUMPTIONS: dict[str, str] = {
         "smallest divisor above 1 of the layers per stage; the README prints no v)"
     ),
     "mosaicml": (
+        "engine native (PyTorch FSDP under Composer, none of the three targets). "
         "FULL_SHARD = ZeRO-3, SHARD_GRAD_OP = ZeRO-2; FlashAttention; bf16 all-gathers, gradient "
         "reduction in fp32 for mixed precision DEFAULT and bf16 for PURE; H100 nodes are DGX-class "
         "(8 x 400 Gb/s)"
     ),
     "shoeybi": (
+        "engine megatron, unfused (compile off). "
         "micro-batch = the 8 sequences per replica; eager attention; full recompute; fp16 gradient "
         "all-reduce without overlap; Megatron-LM of 2019 without its later fused kernels (scale, mask and "
         "softmax as separate passes: its v1.0 release reports 39 -> 62 TFLOP/s from such fusions)"
@@ -59,7 +63,7 @@ ASSUMPTIONS: dict[str, str] = {
     "torchtitan": (
         "seq 8192 (llama3_8b.toml default at the benchmark commit); FSDP2 over every GPU (ZeRO-3 with "
         "fp32 sharded parameters, bf16 all-gathers, fp32 reduce-scatters every micro-batch); local batch "
-        "2 as one micro-batch; op-level selective checkpointing; SDPA flash attention; torchtitan's eager "
+        "2 as one micro-batch; op-level selective checkpointing; SDPA's FlashAttention-2 backend; torchtitan's eager "
         "loss on fp32 logits; eager or torch.compile per block as the row says; Float8 = torchao "
         "dynamic tensorwise scaling on the block projections (output layer bf16); H100 96GB HBM2e at "
         "500 W (cluster grand-teton-h100); peak memory is the allocator's reserved peak"

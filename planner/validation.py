@@ -50,6 +50,7 @@ def parallel_problems(model: ModelSpec, cfg: ParallelConfig, gpus: int) -> list[
         *_head_problems(blocks, cfg),
         *_stage_problems(model, blocks, cfg),
         *_sequence_problems(cfg),
+        *_no_sequence_problems(model, cfg),
         *_batch_problems(cfg),
         *_expert_problems(model, blocks, cfg),
         *_layer_list_problems(model, cfg),
@@ -136,6 +137,18 @@ def _sequence_problems(cfg: ParallelConfig) -> list[str]:
             "under sequence parallelism (pick a seq-len that tp x cp divides)"
         )
     return problems
+
+
+def _no_sequence_problems(model: ModelSpec, cfg: ParallelConfig) -> list[str]:
+    """A model whose samples are not sequences (one token each: recommenders, CNNs, GNNs) has nothing
+    for sequence or context parallelism to split."""
+    if model.has_sequence:
+        return []
+    on = [name for name, flag in (("sp", cfg.sp and cfg.tp > 1), (f"cp {cfg.cp}", cfg.cp > 1)) if flag]
+    if not on:
+        return []
+    return [f"{' and '.join(on)} need a sequence to split, and {model.name} sees one token per sample "
+            "(turn sp off and use cp 1; split it with dp, tp, pp and ZeRO)"]
 
 
 def _batch_problems(cfg: ParallelConfig) -> list[str]:

@@ -58,7 +58,7 @@ def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[M
     tps = [t for t in divisors(req.gpus) if t <= max_tp and all(b.num_heads % t == 0 and b.num_kv_heads % t == 0 for b in bl)]
     rules = rules_for(req.target)
     max_cp = c.cap("cp", MAX_CP)
-    cps = [x for x in divisors(req.gpus) if x == 1 or (rules.context_parallel and x <= max_cp and req.seq_len % (2 * x) == 0 and bl)]
+    cps = [x for x in divisors(req.gpus) if x == 1 or (rules.context_parallel and x <= max_cp and req.seq_len % (2 * x) == 0 and bl and model.has_sequence)]
     experts = sorted({b.num_experts for b in bl if b.is_moe})
     out = []
     for tp, cp, pp in itertools.product(tps, cps, divisors(req.gpus)):
@@ -143,7 +143,8 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     """Every base option of a mesh, in a fixed order."""
     rules, c = rules_for(req.target), req.constraints
     zeros = [z for z in (rules.zero_with_pp if mesh.pp > 1 else rules.zero) if c.allows("zero", z)]
-    sps = [sp for sp in (rules.sequence_parallel if mesh.tp > 1 else (False,)) if c.allows("sp", sp)]
+    sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
+    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
     for mb, precision in itertools.product(micro_batches(mesh, req), precisions):

@@ -71,7 +71,7 @@ def trace_module(module: nn.Module, make_inputs: MakeInputs | None = None, *, na
         max_seq_len=built.max_positions or _max_positions(module),
         tokens_per_sample=shape.tokens_per_sample,
         extra_edges=tuple(e for e in built.edges if e.dst > e.src + 1),
-        source=source or f"traced:{name}",
+        source=source or f"traced:{name}", notes=tuple(built.notes),
     )
     return ModelTrace(spec=spec, layers=tuple(built.traces), edges=tuple(built.edges), method=raw.method,
                       micro_batch=micro_batch, seq_len=seq_len, tokens=shape.tokens, context=shape.context,

@@ -72,6 +72,13 @@ class Built:
     edges: list[LayerEdge]
     tied: bool
     max_positions: int
+    notes: list[str]
+    """Assumptions the estimate states (generic layers and why; see :func:`_notes`)."""
+
+
+OPAQUE_FLOPS_PER_PARAM = 2.0
+"""Forward FLOPs per parameter per token of a block that neither ran nor was recognised: every weight
+used once in a multiply-add (exact for dense matmul layers; an upper bound for experts)."""
 
 
 def _pattern(path: str) -> str:
@@ -89,7 +96,9 @@ class _Builder:
         for inst in self.insts:
             self.first.setdefault(inst.unit, inst)
         self.params = self._assign_params()
-        self._recognised: dict[str, tuple[TransformerLayer, int] | None] = {}
+        self._recognised: dict[str, tuple[TransformerLayer, int] | str] = {}
+        self.why: dict[str, str] = {}
+        """Pattern name of each block-like unit planned as generic -> why it was not recognised."""
         self._linear_modes: dict[int, TpMode] = {}
 
     # -- per-instance facts --------------------------------------------------------------------
@@ -133,7 +142,7 @@ class _Builder:
         last = self.insts[-1]
         dims = linear_dims(self.module(last))
         width = self.module(self.insts[emb]).embedding_dim
-        has_blocks = any(self.units.units[i.unit].kind == "block" for i in self.insts)
+        has_blocks = any(self._block_like(i) for i in self.insts)
         if dims is None or dims[0] != width or not has_blocks or last.index == emb:
             return emb, None
         return emb, last.index
@@ -154,7 +163,7 @@ class _Builder:
             if lm and i == head:
                 slot, tied = self._head_slot(inst, self.insts[emb])  # type: ignore[index]
                 slots.append(slot)
-            elif self.units.units[inst.unit].kind == "block":
+            elif self._block_like(inst):
                 slots.extend(self._block_slots(inst, lm))
             else:
                 slots.append(self._plain_slot(inst))
@@ -173,7 +182,7 @@ class _Builder:
         if nxt_i + 1 < len(self.insts):
             cand, after = self.insts[nxt_i], self.insts[nxt_i + 1]
             kind = norm_kind(self.module(cand))
-            if kind and self.units.units[after.unit].kind == "block" and \
+            if kind and self._block_like(after) and \
                     self.module(cand).weight.numel() == table.embedding_dim:
                 norm = kind
                 insts.append(nxt_i)
@@ -194,6 +203,14 @@ class _Builder:
             return Slot([inst.index], None, self.params[inst.index], tp_mode="column"), False
         return Slot([inst.index], layer, self.params[inst.index], tp_mode="vocab"), tied
 
+    def _block_like(self, inst: Instance) -> bool:
+        """A transformer-like unit, or a sequence element that ran an attention call (its attention
+        reached through a helper method rather than a submodule)."""
+        kind = self.units.units[inst.unit].kind
+        if kind == "block":
+            return True
+        return kind == "element" and any(op.kind == "attention" for op in self.rep(inst).ops if not op.glue)
+
     def _block_slots(self, inst: Instance, lm: bool) -> list[Slot]:
         rep = self.rep(inst)
         key = rep.unit
@@ -203,7 +220,12 @@ class _Builder:
                                                     name=_pattern(rep.unit), lm=lm)
         found = self._recognised[key]
         params = self.params[inst.index]
-        if found is None or params != layer_params(found[0]) + found[1]:
+        if isinstance(found, str):
+            self.why.setdefault(_pattern(inst.unit), found)
+            return [self._plain_slot(inst)]
+        if params != layer_params(found[0]) + found[1]:
+            self.why.setdefault(_pattern(inst.unit), f"its {params:,} parameters differ from the "
+                                f"{layer_params(found[0]) + found[1]:,} of the layout read from it")
             return [self._plain_slot(inst)]
         layer, surplus = found
         slots = [Slot([inst.index], layer, params - surplus, tp_mode="column_row")]
@@ -287,6 +309,8 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         if _needs_formulas(slot, first):
             lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # type: ignore[arg-type]
             attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
+        elif slot.layer is None and first is not None and first.stub_of == OPAQUE:
+            lin = OPAQUE_FLOPS_PER_PARAM * slot.params * shape.tokens
         out = outputs.get(n, 0.0)
         layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, out, shape)
         layers.append(seen.setdefault(layer, layer))
@@ -302,7 +326,30 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         traces.append(LayerTrace(name="unused_parameters", kind="generic", modules=(), params=leftover,
                                  fwd_flops=0.0, fwd_attn_flops=0.0, fwd_mem_bytes=0.0,
                                  activation_bytes=0.0, output_bytes=0.0, ops=0))
-    return Built(layers, traces, edges, tied, positions)
+    return Built(layers, traces, edges, tied, positions, _notes(b, traces))
+
+
+def _notes(b: _Builder, traces: list[LayerTrace]) -> list[str]:
+    """What the estimate must say about the generic layers of a trace: the blocks that were not
+    recognised and why, the blocks that could not run, and the other layers costed from their ops."""
+    notes, counts = [], {}
+    for t in traces:
+        if t.kind == "generic" and t.modules:
+            counts[t.name] = counts.get(t.name, 0) + 1
+    opaque = {t.name for t in traces if t.kind == "generic" and t.stub_of == OPAQUE}
+    for name, why in b.why.items():
+        how = (f"could not run without data, costed at {OPAQUE_FLOPS_PER_PARAM:g} FLOPs per parameter per "
+               "token" if name in opaque else "costed from its traced ops")
+        notes.append(f"traced block {name} (x{counts.get(name, 1)}) planned as a generic layer: {why}; {how}")
+    rest = [f"{n} (x{c})" if c > 1 else n for n, c in counts.items() if n not in b.why]
+    if rest:
+        shown = ", ".join(rest[:8]) + (f" and {len(rest) - 8} more" if len(rest) > 8 else "")
+        notes.append(f"traced layers planned as generic (not transformer blocks; costed from their traced ops): {shown}")
+    moe = sorted({f[0].name for f in b._recognised.values() if not isinstance(f, str) and f[0].is_moe})
+    if moe:
+        notes.append(f"traced expert blocks {', '.join(moe)}: run under balanced representative routing, "
+                     "FLOPs as top-k experts per token")
+    return notes
 
 
 def _needs_formulas(slot: Slot, first: Instance | None) -> bool:

@@ -242,49 +242,94 @@ def _dropout(module: nn.Module, attn_modules: list[nn.Module]) -> bool:
     return False
 
 
+def _attention_by_order(block: _Block) -> tuple[_Attention, tuple[str, ...], OpRecord] | None:
+    """Attention with no attention-named module (a helper method on the block, heads read from a
+    reshape): the projections that ran before the block's single SDPA call are its inputs, the first
+    one after it is the output projection; the head width is the SDPA query's."""
+    calls = [i for i, op in enumerate(block.ops) if op.kind == "attention"]
+    if len(calls) != 1:
+        return None
+    sdpa = block.ops[calls[0]]
+    projs = block.projections("")
+    before = [p for p in projs if block.order[p.name] < calls[0]]
+    after = [p for p in projs if block.order[p.name] > calls[0]]
+    if not before or not after:
+        return None
+    out, head_dim = after[0], sdpa.dims[1]
+    q_width = out.d_in
+    kv_twice = sum(p.d_out for p in before) - q_width
+    if q_width % head_dim or kv_twice <= 0 or kv_twice % (2 * head_dim):
+        return None
+    facts = _Attention(out.d_out, q_width // head_dim, kv_twice // (2 * head_dim), head_dim,
+                       any(p.bias for p in before), out.bias)
+    return facts, tuple(p.name for p in (*before, out)), sdpa
+
+
+def _attention_facts(block: _Block, module: nn.Module, path: str) -> tuple[list[_Attention], tuple[str, ...], list[OpRecord | None], nn.Module] | str:
+    """(attention facts, names of their modules, SDPA calls, the self-attention module) or why not."""
+    attn = sorted(attention_modules(module), key=lambda nm: block.order[nm[0]])
+    if not attn:
+        found = _attention_by_order(block)
+        if found is None:
+            return "no attention submodule, and not one SDPA call between projections"
+        facts, names, sdpa = found
+        return [facts], names, [sdpa], module
+    if len(attn) > 2:
+        return f"{len(attn)} attention submodules (one self- and one cross-attention are understood)"
+    sdpa = [_sdpa_for(block, attn, i, path) for i in range(len(attn))]
+    facts = [_attention(block, n, m, op) for (n, m), op in zip(attn, sdpa)]
+    if any(f is None for f in facts):
+        return "attention projections do not give whole heads (head width not found)"
+    if len({f.hidden for f in facts}) != 1:  # type: ignore[union-attr]
+        return "self- and cross-attention project to different widths"
+    return facts, tuple(n for n, _ in attn), sdpa, attn[0][1]  # type: ignore[return-value]
+
+
 def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: str,
-                    lm: bool) -> tuple[TransformerLayer, int] | None:
-    """The block at ``path`` as a TransformerLayer and its surplus parameters, or None (generic).
+                    lm: bool) -> tuple[TransformerLayer, int] | str:
+    """The block at ``path`` as a TransformerLayer and its surplus parameters, or why it is not one
+    (it is then planned as a generic layer from its traced ops).
 
     ``ops`` are the block's own traced ops (empty for an opaque block); ``lm`` says the model is a
     language model (token embedding and vocabulary head), whose blocks default to causal.
     """
     block = _Block(module, path, ops)
-    attn = sorted(attention_modules(module), key=lambda nm: block.order[nm[0]])
-    if not attn or len(attn) > 2:
-        return None
-    sdpa = [_sdpa_for(block, attn, i, path) for i in range(len(attn))]
-    facts = [_attention(block, n, m, op) for (n, m), op in zip(attn, sdpa)]
-    if any(f is None for f in facts) or len({f.hidden for f in facts}) != 1:  # type: ignore[union-attr]
-        return None
-    main: _Attention = facts[0]  # type: ignore[assignment]
-    h = main.hidden
-    skip = tuple(n for n, _ in attn)
+    found = _attention_facts(block, module, path)
+    if isinstance(found, str):
+        return found
+    facts, skip, sdpa, self_module = found
+    main, h = facts[0], facts[0].hidden
     moe = _expert_list(block, h, skip) or _fused_experts(block, h, skip)
     rest = [p for p in block.projections("") if not p.name.startswith(skip)
             and not (moe and p.name in moe.owned)]
     router = [p for p in rest if moe and p.d_out == moe.experts]
     mlp = [p for p in rest if p not in router and p.d_out > 1]  # a 1-wide projection gates a shared expert
     shape = _mlp_shape(mlp, h) if mlp else None
-    if moe is None and shape is None or (moe is not None and (len(router) != 1 or (mlp and shape is None))):
-        return None
+    widths = ", ".join(f"{p.d_in}->{p.d_out}" for p in mlp) or "none"
+    if moe is None and shape is None:
+        return f"MLP projections ({widths}) are not a plain, gated or fused gate-up MLP of width {h}"
+    if moe is not None and len(router) != 1:
+        return f"{len(router)} projections to the {moe.experts} experts (one router expected)"
+    if moe is not None and mlp and shape is None:
+        return f"shared-expert projections ({widths}) are not an MLP of width {h}"
     ffn, gated = (moe.ffn, moe.gated) if moe else shape  # type: ignore[misc]
-    relu = any(op.op.endswith(("relu", "relu_")) for op in ops)
-    norms = [norm_kind(m) for m in module.modules() if norm_kind(m) is not None]
-    self_module = attn[0][1]
+    cross = len(facts) == 2
     layer = TransformerLayer(
         name=name, hidden_size=h, num_heads=main.heads, num_kv_heads=main.kv_heads,
         head_dim=main.head_dim, ffn_hidden_size=ffn,
-        ffn_act="swiglu" if gated else ("relu" if relu else "gelu"),
+        ffn_act="swiglu" if gated else ("relu" if any(op.op.endswith(("relu", "relu_")) for op in ops) else "gelu"),
         num_experts=moe.experts if moe else 0,
         moe_top_k=(_int_attr(list(module.modules()), _TOP_K_ATTRS) or DEFAULT_TOP_K) if moe else 0,
         shared_expert_ffn_hidden_size=shape[0] if moe and shape else 0,
-        norm=norms[0] if norms else "layernorm", qkv_bias=main.qkv_bias, out_bias=main.out_bias,
+        norm=next((k for k in map(norm_kind, module.modules()) if k is not None), "layernorm"),
+        qkv_bias=main.qkv_bias, out_bias=main.out_bias,
         mlp_bias=(moe.bias if moe else all(p.bias for p in mlp)),
-        causal=_causal(sdpa[0], self_module, path, lm, cross=len(attn) == 2),
-        cross_attention=len(attn) == 2,
-        dropout=_dropout(module, [m for _, m in attn]),
+        causal=_causal(sdpa[0], self_module, path, lm, cross=cross),
+        cross_attention=cross,
+        dropout=_dropout(module, [m for n, m in module.named_modules() if n in skip]),
         sliding_window=_sliding_window(self_module),
     )
     surplus = count_params(module) - layer_params(layer)
-    return (layer, surplus) if surplus >= 0 else None
+    if surplus < 0:
+        return f"holds {-surplus:,} fewer parameters than the transformer layout read from it"
+    return layer, surplus

@@ -9,6 +9,10 @@ that reads a tensor another instance wrote adds to the edge between the two inst
 that depend on the model's inputs count (rotary tables and masks built from ``arange`` can be
 recomputed on any pipeline stage).
 
+Ops that only read parameters (weight casts, one expert's weights picked by a routing index) are
+per step, not per token: their bytes are not counted and what they produce is never an activation.
+An edge carries a tensor's elements but never more than its storage (a broadcast view is sent once).
+
 Byte counts are at training precision: floating-point tensors at ``costmodel.local.ACT_BYTES`` (bf16)
 bytes per element whatever dtype the module was built in; integer and boolean tensors at their size.
 
@@ -80,6 +84,12 @@ def storage_bytes(t: torch.Tensor) -> float:
     """Bytes of the whole storage behind ``t`` (what saving a view keeps alive), at training precision."""
     nbytes = t.untyped_storage().nbytes()
     return float(nbytes * ACT_BYTES / t.element_size()) if t.is_floating_point() else float(nbytes)
+
+
+def edge_bytes(t: torch.Tensor) -> float:
+    """Bytes that sending ``t`` to another stage moves: its elements, but never more than its storage
+    (a broadcast ``expand`` view of an index vector is one vector, not a matrix)."""
+    return min(train_bytes(t), storage_bytes(t))
 
 
 def sid(t: torch.Tensor) -> int:
@@ -156,6 +166,8 @@ class Recorder:
         self._producer: dict[int, int] = {}
         self._data: set[int] = {sid(t) for t in inputs}
         self._params = {sid(p) for p in param_tensors}
+        self._weights = set(self._params)
+        """Storages computed from parameters alone (casts, expert weight gathers): per step, not per token."""
         self._loose = {sid(p): p.numel() for p in loose}
         self._keep: list[torch.Tensor] = list(inputs)
         self.shadows = Shadows()
@@ -200,7 +212,7 @@ class Recorder:
             src = self._producer.get(key)
             if src is not None and src != inst.index and src >= 0 and inst.index >= 0:
                 edge = inst.inputs.setdefault(src, {})
-                edge[key] = max(edge.get(key, 0.0), train_bytes(t))
+                edge[key] = max(edge.get(key, 0.0), edge_bytes(t))
         return data_in
 
     def _produce(self, inst: Instance, tensors: list[torch.Tensor], data_in: bool, rebind: bool) -> None:
@@ -220,6 +232,11 @@ class Recorder:
         data_in = self._consume(inst, ins)
         name = func._schema.name.split("::")[-1]
         qualified = str(func.overloadpacket) if hasattr(func, "overloadpacket") else name
+        floats = [t for t in ins if t.is_floating_point()]
+        weights_only = bool(floats) and all(sid(t) in self._weights for t in floats) and \
+            all(t.numel() <= 1 or sid(t) not in self._data for t in ins if not t.is_floating_point())
+        if weights_only:
+            self._weights.update(sid(t) for t in outs)
         if qualified == STUB_OP_NAME:
             inst.stub_of = template_rep(args[1] if len(args) > 1 else kwargs["template"])
             kind, read, written = "stub", 0.0, 0.0
@@ -227,8 +244,10 @@ class Recorder:
             kind, read, written = "view", 0.0, 0.0
         else:
             kind = "matmul" if flops > 0 else "memory"
-            written = sum(train_bytes(t) for t in outs)
-            if name in _INDEXING:
+            written = 0.0 if weights_only else sum(train_bytes(t) for t in outs)
+            if weights_only:
+                read = 0.0  # a weight cast or gather: once per step whatever the tokens
+            elif name in _INDEXING:
                 read = written + sum(train_bytes(t) for t in ins if not t.is_floating_point())
             else:
                 read = sum(train_bytes(t) for t in ins)
@@ -257,7 +276,7 @@ class Recorder:
         if self.suppress or not isinstance(t, torch.Tensor):
             return t
         key = sid(t)
-        if key in self._params:
+        if key in self._weights:
             return t
         inst, glue = self._target()
         (inst.glue_saved if glue else inst.saved)[key] = storage_bytes(t)
@@ -312,7 +331,7 @@ class Recorder:
         for t in tensors:
             key = sid(t)
             if key in self._data and key in self._producer:
-                out.append((self._producer[key], key, train_bytes(t)))
+                out.append((self._producer[key], key, edge_bytes(t)))
         return out
 
     def unread_loose_params(self) -> int:

@@ -315,3 +315,57 @@ class Mixtral(nn.Module):
 
 def mixtral() -> nn.Module:
     return Mixtral(**MIXTRAL)
+
+
+# -- A hand-written GPT: attention in a helper method of the block (no attention submodule), heads
+#    read from a reshape, biases everywhere, untied head ----------------------------------------------
+class HelperBlock(nn.Module):
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__()
+        self.n_head = heads
+        self.ln1, self.ln2 = nn.LayerNorm(hidden), nn.LayerNorm(hidden)
+        self.c_attn, self.c_proj = nn.Linear(hidden, 3 * hidden), nn.Linear(hidden, hidden)
+        self.fc, self.proj = nn.Linear(hidden, 4 * hidden), nn.Linear(4 * hidden, hidden)
+
+    def _mix(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.c_attn(x).reshape(b, t, 3, self.n_head, c // self.n_head).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self._mix(self.ln1(x))
+        return x + self.proj(F.gelu(self.fc(self.ln2(x))))
+
+
+class HelperGPT(nn.Module):
+    def __init__(self, vocab: int, positions: int, hidden: int, heads: int, layers: int) -> None:
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, hidden), nn.Embedding(positions, hidden)
+        self.h = nn.ModuleList(HelperBlock(hidden, heads) for _ in range(layers))
+        self.ln_f, self.head = nn.LayerNorm(hidden), nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+        for block in self.h:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+def helper_gpt() -> nn.Module:
+    return HelperGPT(**GPT)
+
+
+class OddMlpBlock(GPTBlock):
+    """A GPT block whose MLP has three projections in a row: no transformer layout fits it."""
+
+    def __init__(self, hidden: int, heads: int) -> None:
+        super().__init__(hidden, heads)
+        self.mlp = nn.Sequential(nn.Linear(hidden, 4 * hidden), nn.GELU(), nn.Linear(4 * hidden, hidden),
+                                 nn.Linear(hidden, hidden))
+
+
+def odd_gpt() -> nn.Module:
+    model = GPT2(**GPT)
+    model.blocks = nn.ModuleList(OddMlpBlock(GPT["hidden"], GPT["heads"]) for _ in range(GPT["layers"]))
+    return model
