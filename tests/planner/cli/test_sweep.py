@@ -62,5 +62,6 @@ def test_a_deadline_nothing_meets_exits_3_with_the_closest_point(meshplan, one_l
     out = tmp_path / "sweep.json"
     out.write_text("previous sweep")
     proc = meshplan("sweep", *tiny, "--gpus", "8,16", "--global-batch", "16", "--tokens", "1T", "--deadline", "1h", "-o", str(out))
-    one_line_error(proc, 3, "no point trains within the deadline of 1.0 hours; closest: dgx-h100, 16 GPUs, batch 16, sequence 1024: ")
+    one_line_error(proc, 3, "no point trains within the deadline of 1.0 hours; closest: dgx-h100, ")
+    assert re.search(r"closest: dgx-h100, (8|16) GPUs, batch 16, sequence 1024: [0-9.,]+ days \([0-9.,]+ days over\)", proc.stderr)
     assert out.read_text() == "previous sweep"

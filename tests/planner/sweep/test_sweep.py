@@ -123,3 +123,17 @@ def test_csv_has_one_row_per_point_with_the_mesh(tiny_sweep) -> None:
     assert [int(r["gpus"]) for r in rows] == [p.gpus for p in tiny_sweep.result.points]
     for row, p in zip(rows, tiny_sweep.result.points):
         assert float(row["step_time_s"]) == p.step_time_s and int(row["tp"]) == p.mesh["tp"] and row["cluster"] == p.cluster
+
+
+def test_a_deadline_nobody_meets_names_the_fastest_point(tiny_sweep) -> None:
+    from planner.sweep.result import DeadlineAnswer, duration
+
+    result = tiny_sweep.result
+    assert result.deadline_miss() is None  # no deadline asked
+    missed = result.model_copy(update={
+        "request": result.request.model_copy(update={"deadline_s": 3600.0}),
+        "deadline": [DeadlineAnswer(cluster=c, point=None, gpus=None, time_to_train_days=None, cost_usd=None) for c in result.request.clusters]})
+    fastest = min(result.points, key=lambda p: p.time_to_train_s)
+    line = missed.deadline_miss()
+    assert line.startswith(f"no point trains within the deadline of 1.0 hours; closest: {fastest.cluster}, {fastest.gpus} GPUs, batch 16")
+    assert f": {duration(fastest.time_to_train_s)} ({duration(fastest.time_to_train_s - 3600)} over)" in line
