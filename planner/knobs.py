@@ -49,6 +49,7 @@ def knob_settings(cluster: ClusterSpec, settings: dict[str, Any], knobs: dict[st
         recipe = "MXFP8 block scaling" if cluster.gpu.mxfp8 else (
             "torchao tensorwise dynamic scaling" if target == "torchtitan" else "Transformer Engine delayed scaling")
         assumptions.append(f"fp8: {recipe} on the blocks' projections; attention core, router, embedding and output layer in bf16")
+        assumptions.append("fp8: MFU stays against the dense BF16 peak (as NeMo's model TFLOP/s), so FP8 runs can exceed what BF16 reaches")
     out.update(_overlaps(settings, knobs, target, problems, assumptions))
     out.update(_reduce_dtype(knobs, target, problems, assumptions))
     out.update(_fusions(knobs, target, problems, assumptions))
