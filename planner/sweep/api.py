@@ -14,7 +14,7 @@ from typing import Any
 from planner.errors import InputError, NoFeasiblePlanError
 from planner.sweep import grid
 from planner.sweep.result import SweepResult
-from planner.sweep.runner import Job, Outcome, Task, check_workers, run_tasks
+from planner.sweep.runner import Job, Task, check_workers, run_tasks
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,3 @@ def layout(g: Grid) -> tuple[list[PointKey], list[Task]]:
                     points.append(PointKey(len(points), cluster, n, seq, tuple(ids)))
     return points, tasks
 
-
-def outcome_for(point: PointKey, outcomes: list[Outcome]) -> list[Outcome]:
-    """The outcomes of a point's tasks, in batch order."""
-    return [outcomes[i] for i in point.tasks]

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from planner.sweep.batch import time_score
 from planner.sweep.economics import PowerModel, power_model, training_cost
 from planner.sweep.result import BatchTry, DeadlineAnswer, PowerInfo, SweepPoint, SweepRequest, SweepResult
+
+if TYPE_CHECKING:
+    from planner.sweep.api import Grid, PointKey, SweepRun
+    from planner.sweep.runner import Outcome
 
 FORMULAS = [
     "steps S(B) = S_min (1 + B_crit / B), examples E(B) = E_min (1 + B / B_crit) (McCandlish et al. 2018, arXiv:1812.06162 eq. 2.11)",
@@ -21,8 +25,8 @@ FORMULAS = [
 ]
 
 
-def assemble(model: Any, g, specs: dict[str, Any], points, outcomes, target: str, gpu_tdp_w: float | None,
-             node_overhead_w: float | None):
+def assemble(model: Any, g: Grid, specs: dict[str, Any], points: list[PointKey], outcomes: list[Outcome], target: str,
+             gpu_tdp_w: float | None, node_overhead_w: float | None) -> SweepRun:
     """The :class:`~planner.sweep.api.SweepRun` of a finished sweep."""
     from planner.sweep.api import SweepRun
 
@@ -49,11 +53,11 @@ def assemble(model: Any, g, specs: dict[str, Any], points, outcomes, target: str
     return SweepRun(result, plans, reports)
 
 
-def _step_time(outcome) -> float | None:
+def _step_time(outcome: Outcome) -> float | None:
     return json.loads(outcome.plan_json)["estimate"]["step_time_s"] if outcome.plan_json else None
 
 
-def _choose(outcomes: list, critical_batch: int | None, choosing: bool) -> tuple[Any, list[BatchTry]]:
+def _choose(outcomes: list[Outcome], critical_batch: int | None, choosing: bool) -> tuple[Outcome, list[BatchTry]]:
     """The outcome a point keeps: the only one, or the batch with the least time to train
     (``planner.sweep.batch.time_score``; ties: the smaller batch), with the candidates it was chosen from."""
     if not choosing:
@@ -69,7 +73,7 @@ def _choose(outcomes: list, critical_batch: int | None, choosing: bool) -> tuple
     return outcomes[ranked[0][2]], tries
 
 
-def _point(key, spec, chosen, tries: list[BatchTry], g, power: PowerModel) -> SweepPoint:
+def _point(key: PointKey, spec: Any, chosen: Outcome, tries: list[BatchTry], g: Grid, power: PowerModel) -> SweepPoint:
     nodes = math.ceil(key.gpus / spec.gpus_per_node)
     base = dict(index=key.index, cluster=key.cluster, gpu=spec.gpu.name, gpus=key.gpus, nodes=nodes, seq_len=key.seq_len, batch_tries=tries)
     if chosen.plan_json is None:
@@ -113,7 +117,7 @@ def _with_scaling(records: list[SweepPoint]) -> list[SweepPoint]:
             for p in records]
 
 
-def _deadline(records: list[SweepPoint], g) -> list[DeadlineAnswer]:
+def _deadline(records: list[SweepPoint], g: Grid) -> list[DeadlineAnswer]:
     """Per cluster, the point with the fewest GPUs that meets the deadline (ties: cheaper, then faster)."""
     out = []
     for cluster in g.clusters:
