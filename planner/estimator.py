@@ -204,13 +204,16 @@ def estimate(
     loss_fusion: bool | None = None,
     offload_optimizer: bool | None = None,
     offload_activations: bool | None = None,
+    stage_layers: tuple[int, ...] | list[int] | None = None,
 ) -> EstimateResult:
     """Predict one configuration (keyword names match ``meshplan estimate`` flags; DP is derived as
     gpus / (tp x pp x cp)). A configuration that does not fit still estimates, with ``fits`` False and
     ``over_by_gib``. ``target`` (native, megatron, torchtitan, deepspeed) models what that engine does;
     ``precision`` fp8 runs the blocks' projections as FP8 GEMMs; the engine knobs (``attention``
     flash/eager, ``tp_overlap``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
-    ``loss_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). Raises
+    ``loss_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). ``stage_layers``
+    gives the model layers of each of the pp x vpp chunks in chunk order (e.g. Llama 3 405B's layout:
+    the first chunk only the embedding, the last only the final norm and the head). Raises
     :class:`planner.errors.InputError` for bad input."""
     from planner.inputs import count_problems
 
@@ -230,6 +233,7 @@ def estimate(
     settings = dict(
         tp=tp, pp=pp, cp=cp, vpp=vpp, ep=ep, micro_batch=micro_batch, global_batch=global_batch,
         seq_len=seq_len, sp=sp, recompute=recompute, zero=zero, schedule=schedule, attention=attention,
+        stage_layers=tuple(stage_layers) if stage_layers is not None else None,
         knobs=dict(
             target=target, precision=precision, tp_overlap=tp_overlap, grad_reduce_dtype=grad_reduce_dtype,
             dp_overlap=dp_overlap, compile=compile, loss_fusion=loss_fusion,

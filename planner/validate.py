@@ -153,7 +153,7 @@ def _interleaving(plan: Plan, model: ModelSpec) -> list[str]:
             out.append(f"vpp {c.vpp} needs pp > 1")
         elif m % c.pp:
             out.append(f"{m} micro-batches are not a multiple of pp {c.pp} under the interleaved schedule")
-        if units % (c.pp * c.vpp):
+        if units % (c.pp * c.vpp) and c.stage_layers is None:  # an explicit layout (Llama 3's) need not divide evenly
             out.append(f"{units} transformer layers do not divide into pp {c.pp} x vpp {c.vpp} = {c.pp * c.vpp} chunks")
     return out
 

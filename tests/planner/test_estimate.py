@@ -119,3 +119,33 @@ def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
     assert not ds.config["overlap_grad_reduce"] and any("overlap_comm" in a for a in ds.assumptions)
     assert planner.estimate(**base, target="deepspeed", zero=1, dp_overlap=True).config["overlap_grad_reduce"]
     assert planner.estimate(**base, target="deepspeed", zero=3).config["overlap_param_gather"]
+
+
+def test_llama3_405b_layout_validates_and_exports() -> None:
+    """Llama 3 (Dubey et al. 2024, §3.3.2): pp x vpp chunks where the first holds only the embedding
+    and the last only the final norm and the head; the blocks need not divide the chunk count."""
+    from planner.export import export
+
+    stages = (1, 8, 8, 8, 8, 2)  # Llama 3.1 8B: embedding | 4 x 8 blocks | norm + head
+    est = planner.estimate(model="llama3.1-8b", cluster="dgx-h100", gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2, vpp=3, stage_layers=stages)
+    assert tuple(est.config["stage_layers"]) == stages and [c for r in est.pipeline_ranks for c in r.chunks][0] == [0, 1]
+    mega = planner.config_plan(model="llama3.1-8b", cluster="dgx-h100", gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2, vpp=3,
+                               stage_layers=stages, target="megatron")
+    argv = export(mega, "megatron").argv()
+    assert argv[argv.index("--pipeline-model-parallel-layout") + 1] == "E|t*8|t*8|t*8|t*8|L"
+    titan = planner.config_plan(model="llama3.1-8b", cluster="dgx-h100", gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2, vpp=3,
+                                stage_layers=stages, target="torchtitan", recompute="full")
+    parts = export(titan, "torchtitan").model_dump()
+    fqns = next(v for k, v in _walk(parts) if k == "module_fqns_per_model_part")
+    assert fqns[0] == ["tok_embeddings"] and len(fqns[-1]) == 2 and fqns[-1][0] == "norm"
+
+
+def _walk(node):  # noqa: ANN001, ANN202
+    """(key, value) pairs of a nested dict/list."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield k, v
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
