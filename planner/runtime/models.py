@@ -5,7 +5,8 @@ builds the decoder it describes (the GPT-3 / Llama layout of Radford et al. 2019
 2023): token embedding (plus a learned position table when the spec has one), pre-norm blocks of
 causal SDPA attention (``torch.nn.functional.scaled_dot_product_attention``, rotary positions
 after Su et al. 2021 when there is no position table) and a GELU or SwiGLU MLP, a final norm and a
-Linear head (tied to the embedding when the spec says so). Its parameter count equals
+Linear head (tied to the embedding when the spec says so), without dropout (runs are deterministic,
+so that plans can be compared step for step). Its parameter count equals
 ``costmodel.params.layer_params`` summed over the spec's layers, which :mod:`planner.runtime.layers`
 checks. A Hugging Face ``config.json`` is built by ``transformers`` (:func:`planner.trace.load.hf_model`)
 and a factory is called (:func:`planner.trace.load.load_factory`). Everything is built on ``meta``.

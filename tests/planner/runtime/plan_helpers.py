@@ -25,11 +25,8 @@ from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 SEQ, BATCH = 16, 8
 """Every shape trains on the same global batch, so one reference run serves all of them."""
 
-LLAMA_CONFIG = dict(
-    architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=32, intermediate_size=64,
-    num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=4, vocab_size=128,
-    max_position_embeddings=64, rms_norm_eps=1e-5, tie_word_embeddings=False,
-)
+LLAMA_CONFIG = json.loads((Path(__file__).parent / "data" / "tiny-llama.json").read_text())
+"""A small Llama (4 blocks, hidden 32, 4 heads, vocab 128, untied): the README's laptop example."""
 
 
 def write_llama_config(folder: Path) -> str:

@@ -47,10 +47,8 @@ SHAPES: dict[int, dict[str, dict]] = {
     },
 }
 
-CPU_CLUSTER = """{"name": "laptop-cpu-4", "gpu": {"name": "cpu-core", "peak_bf16_tflops": 0.5, "hbm_gib": 4, "hbm_bandwidth_gbps": 20},
- "gpus_per_node": 4, "intra_node_bandwidth_gbps": 5, "network_bandwidth_gbps": 1, "intra_node_latency_us": 20,
- "network_latency_us": 50, "runtime_overhead_gib": 0.2, "source": "four CPU processes standing in for GPUs",
- "efficiency": {"gemm_max": 0.5, "gemm_half_gflop": 0.01, "attention": 0.3, "memory": 0.6, "intra_node": 0.5, "network": 0.5}}"""
+CPU_CLUSTER = HERE / "data" / "laptop-cpu-4.json"
+"""A cluster file of four CPU "GPUs" (the README's laptop example)."""
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +104,7 @@ def test_moved_stage_boundary_fails_the_check(world2: tuple[Path, list[Job]], re
 
 def test_four_process_shapes_and_a_searched_plan(models: dict[str, object], references: dict[str, Reference],
                                                  tmp_path: Path) -> None:
-    cluster = tmp_path / "cpu4.json"
-    cluster.write_text(CPU_CLUSTER)
+    cluster = CPU_CLUSTER
     plan_file = tmp_path / "plan.json"
     cmd = [sys.executable, str(HERE.parents[2] / "cli.py"), "plan", "--model", str(models["llama"]), "--cluster", str(cluster),
            "--gpus", "4", "--global-batch", "8", "--seq-len", "16", "-o", str(plan_file)]

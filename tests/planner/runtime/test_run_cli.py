@@ -25,11 +25,17 @@ def _errors(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if line.startswith("meshplan: error:")]
 
 
+DATA = Path(__file__).parent / "data"
+
+
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """The README's laptop example: plan the tiny Llama on four CPU "GPUs" with ``meshplan plan``."""
     folder = tmp_path_factory.mktemp("run")
     config = write_llama_config(folder)
-    (folder / "plan.json").write_text(make_plan(config, {"tp": 2, "dp": 2, "zero": 3, "sp": True}).to_json())
+    done = _run(sys.executable, CLI, "plan", "--model", config, "--cluster", str(DATA / "laptop-cpu-4.json"), "--gpus", "4",
+                "--global-batch", "8", "--seq-len", "16", "-o", "plan.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
     (folder / "gpt_plan.json").write_text(make_plan(gpt_spec(), {"tp": 2, "dp": 2}, spec=gpt_spec()).to_json())
     return folder, config
 
@@ -37,8 +43,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_torchrun_prints_and_writes_the_run_record(setup: tuple[Path, str]) -> None:
     folder, config = setup
     done = _run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", CLI, "run",
-                "plan.json", "--model", config, "--steps", "3", "--warmup", "1", "--seed", str(SEED), "-o", "run.json",
-                cwd=folder)
+                "plan.json", "--steps", "3", "--warmup", "1", "--seed", str(SEED), "-o", "run.json", cwd=folder)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step time (s)" in done.stdout and "loss per step" in done.stdout
     record = RunRecord.model_validate_json((folder / "run.json").read_text())
