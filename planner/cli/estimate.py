@@ -41,7 +41,9 @@ _ENGINE_FLAGS = (
     "loss_fusion", "offload_optimizer", "offload_activations",
 )
 """Engine knobs (``planner.knobs``): None = the target engine's default."""
-_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS)
+_LAYOUT_FLAGS = ("ep", "schedule", "stage_layers")
+"""Further parallel settings, passed only when given (``planner.estimate`` defaults otherwise)."""
+_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS, *_LAYOUT_FLAGS)
 """Every configuration flag; none of them may accompany ``--plan``."""
 
 
@@ -62,6 +64,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--cp", metavar="C", type=positive_int, help="context-parallel degree (default 1)")
     how.add_argument("--vpp", metavar="V", type=positive_int, help="virtual stages per pipeline rank (default 1)")
     how.add_argument("--micro-batch", metavar="MB", type=positive_int, help="sequences per micro-batch (default 1)")
+    how.add_argument("--ep", metavar="E", type=positive_int, help="expert-parallel degree for MoE layers, carved out of dp x cp (default 1)")
+    how.add_argument("--schedule", choices=("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), help="pipeline schedule (default 1f1b, interleaved-1f1b with --vpp > 1)")
+    how.add_argument("--stage-layers", metavar="N,N,...", type=_layer_counts,
+                     help="model layers of each of the pp x vpp chunks in chunk order, e.g. 1,8,8,8,8,2 (Llama 3's layout: embedding alone first, norm + head last)")
     how.add_argument(
         "--sp",
         action=argparse.BooleanOptionalAction,
@@ -123,7 +129,19 @@ def _estimate(args: argparse.Namespace):  # noqa: ANN202 (EstimateResult, import
         zero=args.zero,
         trace=bool(args.trace),
         **{name: getattr(args, name) for name in _ENGINE_FLAGS},
+        **{name: getattr(args, name) for name in _LAYOUT_FLAGS if getattr(args, name) is not None},
     )
+
+
+def _layer_counts(text: str) -> tuple[int, ...]:
+    """``--stage-layers``: comma-separated non-negative layer counts."""
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated layer counts such as 1,8,8,2, got {text!r}") from None
+    if any(c < 0 for c in counts):
+        raise argparse.ArgumentTypeError(f"layer counts must be 0 or more, got {text!r}")
+    return counts
 
 
 def _plan_writer(path: str) -> Callable[..., Any]:

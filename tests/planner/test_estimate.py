@@ -110,6 +110,10 @@ def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
     assert (cfg["engine"], cfg["compile"], cfg["precision"], cfg["overlap_grad_reduce"]) == ("torchtitan", True, "fp8", False)
     bad = subprocess.run([sys.executable, str(cli), *args[:-1], "--cluster", "dgx-a100"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no FP8 tensor cores" in bad.stderr and "Traceback" not in bad.stderr
+    layout = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64", "--seq-len", "4096",
+              "--tp", "2", "--pp", "2", "--vpp", "3", "--stage-layers", "1,8,8,8,8,2", "--schedule", "interleaved-1f1b", "--json"]
+    cfg = json.loads(subprocess.run([sys.executable, str(cli), *layout], capture_output=True, text=True, check=True).stdout)["config"]
+    assert cfg["stage_layers"] == [1, 8, 8, 8, 8, 2] and cfg["schedule"] == "interleaved-1f1b"
 
 
 def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
