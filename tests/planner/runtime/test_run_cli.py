@@ -36,6 +36,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     done = _run(sys.executable, CLI, "plan", "--model", config, "--cluster", str(DATA / "laptop-cpu-4.json"), "--gpus", "4",
                 "--global-batch", "8", "--seq-len", "16", "-o", "plan.json", cwd=folder)
     assert done.returncode == 0, done.stderr
+    (folder / "one_rank.json").write_text(make_plan(config, {}).to_json())
     (folder / "gpt_plan.json").write_text(make_plan(gpt_spec(), {"tp": 2, "dp": 2}, spec=gpt_spec()).to_json())
     return folder, config
 
@@ -70,3 +71,14 @@ def test_under_torchrun_a_plan_that_does_not_fit_is_one_line(setup: tuple[Path, 
     assert done.returncode != 0  # torchrun reports a failed worker as 1
     assert _errors(done.stderr) == ["meshplan: error: the plan has 4 ranks but torchrun started 2; use --nproc-per-node 4"]
     assert json.loads((folder / "plan.json").read_text())["request"]["gpus"] == 4
+
+
+def test_a_one_rank_plan_runs_in_process_with_torchs_memory_tracker(setup: tuple[Path, str]) -> None:
+    folder, config = setup
+    done = _run(sys.executable, CLI, "run", "one_rank.json", "--model", config, "--steps", "2", "--warmup", "1", "--json", cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(done.stdout)
+    (memory,) = record.memory
+    assert "MemTracker" in memory.source and memory.error is not None
+    # at least the fp32 weights, gradients and two AdamW moments of the 49,440 parameters
+    assert memory.peak_allocated_gib * 2**30 >= 4 * 4 * record.model.params
