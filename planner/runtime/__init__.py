@@ -2,7 +2,11 @@
 
 One file per parallelism technique (torchtitan style): ``mesh`` (the DeviceMesh in the plan's rank
 order), ``tensor_parallel`` (DTensor TP / SP / loss parallel), ``fsdp`` (FSDP2), ``recompute``
-(activation checkpointing), ``pipeline`` (torch.distributed.pipelining), ``context_parallel``;
-``apply`` puts them together, ``record`` is the run record, ``run`` the measured training loop.
-Nothing outside this package imports it except through ``planner.apply`` and ``meshplan run``.
+(activation checkpointing), ``pipeline`` (torch.distributed.pipelining), ``context_parallel`` (the
+refusal, for now). ``layers`` maps the plan's layers to module names, ``stage`` runs a chunk of them,
+``models`` builds the torch module of a preset, config.json or factory, ``init`` gives a runtime the
+unsplit model's seeded weights; ``apply`` puts them together, ``run`` is the measured training loop
+of ``meshplan run``, ``record`` its run record and ``report`` the record as text. The memory check
+(``memcheck*``) and ``profile`` build on them. Nothing outside this package imports it except
+through ``planner.apply`` and the CLI commands.
 """
