@@ -1,15 +1,40 @@
 """Lower bounds on a base option's step time over every stage split and recomputation.
 
-Each layer costs at least its fastest option (no recomputation) per micro-batch, so the ranks' sum
-S is at least the sum of those. The schedule's step, m·max X + (S − max X)/d (d = 1 for 1F1B and
-GPipe, v for interleaved 1F1B, 3 for ZB-H1; ``costmodel.pipeline``), is at least
-(m − 1/d)·S/p + S/d because max X ≥ S/p. Communication outside the pipeline adds non-negative time
-and the optimizer at least the step's fixed cost (the cluster's ``efficiency.step_fixed_s``), and every
-configuration on the same GPUs waits the same for stragglers (``costmodel.step.straggler_time``), so
-the bound holds for the whole step.
+Each bound below never exceeds the cost model's step time (``costmodel.step.estimate_step``) of any
+configuration of the option's shape, whatever its split and recomputation; ``tests/search/
+test_bounds.py`` checks each against the exhaustive solver on small cases.
+
+1. Pipeline (``costmodel.pipeline``): the step's pipelined part is m·M + (S − M)/d with M the slowest
+   rank's micro-batch time, S the ranks' sum and d = 1 for 1F1B and GPipe, v for interleaved 1F1B,
+   3 for ZB-H1; it grows with M (m ≥ 1 ≥ 1/d). Every layer costs at least its time without
+   recomputation, so S ≥ Σ of those times, and M ≥ S/p (some rank holds a p-th) and M ≥ B*, the
+   least possible slowest chunk when the layers are cut into p·v contiguous chunks (a rank holds
+   whole chunks; the linear-partition bottleneck, bracketed by bisection with the greedy
+   feasibility test, which is exact for contiguous cuts: Bokhari 1988). So the part is at least
+   (m − 1/d)·max(S/p, B*) + S/d.
+2. Optimizer (``costmodel.step._optimizer_time``): Adam over each GPU's shard is affine in the rank's
+   parameters and the step waits for the slowest rank, whose time is at least the time at the mean
+   parameters over the p ranks (every layer lives on one rank), plus the fixed per-step and host costs.
+3. Pipeline transfers (``costmodel.step._pipeline_comm``): the exposed send/receive time grows with
+   the largest boundary activation, which is at least the smallest output of any layer that can end a
+   chunk (the last layer never sends).
+4. Stragglers (``costmodel.step.straggler_time``) depend only on the GPU count.
+5. Data-parallel gradient reduction and parameter gather (``costmodel.step._data_parallel_comm``):
+   the exposed time is the largest over ranks r of E_r = reduction − the backward it hides behind +
+   gather − the forward it hides behind − r·(forward + backward)/v of pipeline slack, so it is at least
+   the mean over the p ranks, and at least 0. Each collective costs at least its cheapest protocol's
+   seconds per byte times the bytes (NCCL's cost is a minimum of affine terms with non-negative
+   latency), so the ranks' reductions sum to at least that slope times all the layers' gradients;
+   the slack of the ranks sums to at most (p − 1)/v times all the layers' forward and backward.
+Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
+keeps the bound below every step.
 """
 
 from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -17,7 +42,7 @@ from costmodel.memory import GIB, model_state_bytes
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
-from costmodel.step import local_config, straggler_time
+from costmodel.step import _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time
 from costmodel.table import CostTable
 from search.types import SearchRequest
 
@@ -31,29 +56,157 @@ def bubble_divisor(cfg: ParallelConfig) -> float:
     return 1.0
 
 
+@dataclass(frozen=True)
+class ViewSums:
+    """What the bounds need of one local view (no recomputation), computed once per view."""
+
+    cum: list[float]
+    """Prefix sums of the layers' fastest micro-batch times, in layer order (0 first)."""
+    fwd_s: float
+    bwd_s: float
+    params: float
+    expert_params: float
+    smallest_boundary_bytes: float
+    """Smallest output of a layer that can end a chunk (every layer but the last)."""
+
+    @property
+    def total_s(self) -> float:
+        return self.cum[-1]
+
+
+def view_sums(table: CostTable, view: object, memo: dict | None = None) -> ViewSums:
+    """:class:`ViewSums` of ``view`` (``costmodel.step.local_config(..., "none")``), memoised."""
+    if memo is not None and ("sums", view) in memo:
+        return memo["sums", view]
+    slow = table.cluster.efficiency.overlap_slowdown
+    costs = [table.cost(g, view) for g in range(len(table.groups))]
+    per_group = np.array([c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs])
+    counts = np.bincount(table.layer_group, minlength=len(costs))
+    out = np.array([c.out_bytes for c in costs])
+    sums = ViewSums(
+        cum=np.concatenate([[0.0], np.cumsum(per_group[table.layer_group])]).tolist(),
+        fwd_s=float(sum(n * c.fwd_s for n, c in zip(counts, costs))),
+        bwd_s=float(sum(n * c.bwd_s for n, c in zip(counts, costs))),
+        params=float(sum(n * c.params for n, c in zip(counts, costs))),
+        expert_params=float(sum(n * c.expert_params for n, c in zip(counts, costs))),
+        smallest_boundary_bytes=float(out[table.layer_group[:-1]].min()) if len(table.layer_group) > 1 else 0.0,
+    )
+    if memo is not None:
+        memo["sums", view] = sums
+    return sums
+
+
 def fastest_sum_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """Sum over all layers of their fastest per-micro-batch time under ``cfg``'s local view."""
-    view = local_config(table, cfg, "none")
-    if memo is not None and ("time", view) in memo:
-        return memo["time", view]
-    slow = table.cluster.efficiency.overlap_slowdown
-    counts = np.bincount(table.layer_group, minlength=len(table.groups))
-    total = 0.0
-    for g, n in enumerate(counts):
-        c = table.cost(g, view)
-        total += n * (c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s)
-    if memo is not None:
-        memo["time", view] = total
-    return total
+    return view_sums(table, local_config(table, cfg, "none"), memo).total_s
 
 
 def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
-    """A lower bound on the step time of ``cfg`` over every split and recomputation (``memo``, a
-    dict the caller owns, caches the per-layer sums shared by options with the same local view)."""
-    total = fastest_sum_s(table, cfg, memo)
+    """A lower bound on the step time of ``cfg`` over every split and recomputation: the sum of the
+    module docstring's terms 1-5 (``memo``, a dict the caller owns, caches what options with the
+    same local view share)."""
+    view = local_config(table, cfg, "none")
+    v = view_sums(table, view, memo)
     d = bubble_divisor(cfg)
-    fixed = table.cluster.efficiency.step_fixed_s + straggler_time(cfg.tp * cfg.pp * cfg.dp * cfg.cp, table.cluster.gpus_per_node)
-    return (cfg.num_microbatches - 1.0 / d) * total / cfg.pp + total / d + fixed
+    slowest = _bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo)
+    pipeline = (cfg.num_microbatches - 1.0 / d) * slowest + v.total_s / d
+    gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
+    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v)
+    return pipeline + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+
+
+BISECTIONS = 16
+"""Bisection steps of the bottleneck floor: within 2^-16 of the largest layer's time of B*."""
+
+
+def bottleneck_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """A lower bound on the slowest rank's micro-batch time over every cut of the layers into pp·vpp
+    contiguous chunks (term 1): max(S/p, B*), with B* the largest time bisection proved too small
+    for every cut (B* lies between max(S/c, the largest layer) and that plus the largest layer)."""
+    view = local_config(table, cfg, "none")
+    return _bottleneck(view_sums(table, view, memo), cfg.pp, cfg.pp * cfg.vpp, view, memo)
+
+
+def _bottleneck(v: ViewSums, ranks: int, chunks: int, view: object, memo: dict | None) -> float:
+    key = ("bottleneck", view, ranks, chunks)
+    if memo is not None and key in memo:
+        return memo[key]
+    cum = v.cum
+    largest = max(b - a for a, b in zip(cum, cum[1:]))
+    lo = max(cum[-1] / ranks, largest)
+    hi = min(cum[-1], max(cum[-1] / chunks, largest) + largest)
+    if chunks == 1:
+        lo = hi
+    elif _fits_in_chunks(cum, lo, chunks):
+        hi = lo
+    for _ in range(BISECTIONS if hi > lo else 0):
+        mid = (lo + hi) / 2
+        if _fits_in_chunks(cum, mid, chunks):
+            hi = mid
+        else:
+            lo = mid
+    if memo is not None:
+        memo[key] = lo
+    return lo
+
+
+def _fits_in_chunks(cum: list[float], limit: float, chunks: int) -> bool:
+    """Whether the layers (prefix sums ``cum``) cut greedily into chunks of at most ``limit`` take at
+    most ``chunks`` chunks (greedy is optimal for this test)."""
+    start, n = 0, len(cum) - 1
+    for _ in range(chunks):
+        start = bisect.bisect_right(cum, cum[start] + limit, start) - 1
+        if start >= n:
+            return True
+    return False
+
+
+def optimizer_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """Term 2: the optimizer step of a rank holding the mean parameters (``_optimizer_time`` is affine
+    in them and the slowest rank is at least the mean)."""
+    return _optimizer_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
+
+
+def _optimizer_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+    return _optimizer_time(table, cfg, SimpleNamespace(params=v.params / cfg.pp, expert_params=v.expert_params / cfg.pp))
+
+
+def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """Term 5: the mean over pipeline ranks of the exposed gradient reduction and parameter gather."""
+    return _dp_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
+
+
+def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+    if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+        return 0.0
+    (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
+    per_step = 1 if cfg.zero < 2 else cfg.num_microbatches
+    dense, expert = v.params - v.expert_params, v.expert_params
+    total = per_step * cfg.grad_reduce_bytes * (_slope(dense_red) * dense + _slope(expert_red) * expert)
+    if cfg.overlap_grad_reduce and not (cfg.pp > 1 and _terms(table, cfg).dp_after_flush):
+        total -= per_step * v.bwd_s
+    if cfg.zero:
+        total += cfg.param_bytes * (_slope(dense_ag) * dense + _slope(expert_ag) * expert)
+        total -= v.fwd_s if cfg.overlap_param_gather else 0.0
+    total -= (cfg.pp - 1) * (v.fwd_s + v.bwd_s) / cfg.vpp
+    return max(0.0, total / cfg.pp)
+
+
+def _slope(cost: object) -> float:
+    """The least seconds per byte of a collective's protocols (0 for a group of one)."""
+    return min((per_byte for _, per_byte in cost.terms), default=0.0)  # type: ignore[attr-defined]
+
+
+def p2p_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """Term 3: exposed pipeline send/receive with the smallest boundary any chunk can send."""
+    return _p2p_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
+
+
+def _p2p_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+    if cfg.pp == 1:
+        return 0.0
+    rank = SimpleNamespace(types=(SimpleNamespace(boundary_bytes=v.smallest_boundary_bytes),))
+    return _pipeline_comm(table, cfg, rank, cfg.num_microbatches)[1]  # type: ignore[arg-type]
 
 
 def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tuple[float, float, float]:

@@ -117,7 +117,7 @@ def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tu
     memory, bases = [math.inf] * len(every), []
     capacity = table.cluster.gpu.hbm_gib
     for n, i in enumerate(spread_order(len(every))):
-        if deadline and n % 32 == 0 and time.perf_counter() > deadline:
+        if deadline and n % 4 == 0 and time.perf_counter() > deadline:
             break
         memory[i] = memory_bound_gib(table, every[i], memo)
         if memory[i] <= capacity:

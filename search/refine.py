@@ -84,7 +84,11 @@ def _block_variants(base: ParallelConfig, sizes: tuple[int, ...], table: CostTab
 
 
 def _exhaustive(table: CostTable, base: ParallelConfig) -> bool:
+    """Whether :func:`refine` searched every split: one chunk has one split (its recomputation is
+    solved exactly), longer models search a window of boundaries, interleaving enumerates few splits."""
     n = len(table.layer_group)
+    if base.pp * base.vpp == 1:
+        return True
     if base.vpp == 1:
         return n <= FULL_RANGE_LAYERS
     return math.comb(n - 1, base.pp * base.vpp - 1) <= MAX_ENUMERATED_SPLITS

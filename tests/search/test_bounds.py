@@ -1,0 +1,101 @@
+"""The search's lower bounds against the exhaustive solver: for every base option of small spaces, the
+bound never exceeds the fastest step of any configuration of that option's shape (every split and
+recomputation, fitting or not), and the tightened bound is at least the plain S/p one."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from costmodel.specs import ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, TransformerLayer
+from costmodel.step import estimate_step, straggler_time
+from costmodel.table import build_cost_table
+from search.bounds import bottleneck_floor_s, bound_s, bubble_divisor, fastest_sum_s, optimizer_floor_s, p2p_floor_s
+from search.exhaustive import configurations
+from search.types import SearchRequest
+
+REL = 1e-9
+
+
+def model(blocks: int, experts: int = 0, vocab: int = 4096) -> ModelSpec:
+    dense = TransformerLayer(hidden_size=128, num_heads=4, num_kv_heads=2, head_dim=32, ffn_hidden_size=384, ffn_act="swiglu", norm="rmsnorm")
+    moe = dense.model_copy(update={"num_experts": experts, "moe_top_k": 2}) if experts else dense
+    body = tuple(moe if i % 2 else dense for i in range(blocks))
+    return ModelSpec(name="m", layers=(EmbeddingLayer(vocab_size=vocab, hidden_size=128),) + body
+                     + (NormLayer(hidden_size=128), HeadLayer(vocab_size=vocab, hidden_size=128)))
+
+
+def cluster(gpus_per_node: int) -> ClusterSpec:
+    gpu = GPUSpec(name="g", peak_bf16_tflops=100, hbm_gib=1.0, hbm_bandwidth_gbps=1000)
+    eff = EfficiencySpec(gemm_max=0.7, gemm_half_gflop=0.5, attention=0.5, memory=0.7, intra_node=0.8, network=0.8)
+    return ClusterSpec(name="c", gpu=gpu, gpus_per_node=gpus_per_node, intra_node_bandwidth_gbps=150, network_bandwidth_gbps=12.5,
+                       intra_node_latency_us=2, network_latency_us=5, efficiency=eff)
+
+
+CASES = [  # (blocks, experts, gpus, GPUs per node, global batch, seq len, target)
+    (3, 0, 4, 2, 8, 256, "megatron"),
+    (4, 0, 8, 2, 8, 128, "torchtitan"),
+    (4, 4, 8, 4, 4, 128, "deepspeed"),
+    (3, 0, 4, 4, 4, 512, "megatron"),
+]
+
+
+def _shape(cfg) -> tuple:
+    return (cfg.tp, cfg.pp, cfg.dp, cfg.cp, cfg.ep, cfg.vpp, cfg.sp, cfg.zero, cfg.micro_batch, cfg.schedule, cfg.tp_comm_overlap)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}blocks-{c[1]}experts-{c[2]}gpus-{c[6]}" for c in CASES])
+def test_bound_never_exceeds_the_fastest_configuration_of_its_shape(case: tuple) -> None:
+    blocks, experts, gpus, per_node, batch, seq, target = case
+    spec, hw = model(blocks, experts), cluster(per_node)
+    req = SearchRequest(gpus=gpus, global_batch=batch, seq_len=seq, target=target, max_vpp=2)
+    table = build_cost_table(spec, hw)
+    fastest: dict[tuple, float] = defaultdict(lambda: float("inf"))
+    base: dict[tuple, object] = {}
+    for cfg in configurations(spec, hw, req):
+        key = _shape(cfg)
+        fastest[key] = min(fastest[key], estimate_step(table, cfg).step_time_s)
+        base.setdefault(key, cfg.model_copy(update={"stage_layers": None, "layer_recompute": None, "recompute": "none"}))
+    assert len(base) > 20
+    tighter = 0
+    for key, cfg in base.items():
+        bound = bound_s(table, cfg, {})
+        assert bound <= fastest[key] * (1 + REL), (key, bound, fastest[key])
+        total, d = fastest_sum_s(table, cfg), bubble_divisor(cfg)
+        plain = (cfg.num_microbatches - 1 / d) * total / cfg.pp + total / d + hw.efficiency.step_fixed_s + straggler_time(gpus, per_node)
+        assert bound >= plain * (1 - REL)
+        tighter += bound > plain * (1 + 1e-6)
+    assert tighter > len(base) // 2  # the new terms bite on most shapes
+
+
+def test_each_term_is_a_floor_of_its_part_of_the_step() -> None:
+    spec, hw = model(4), cluster(2)
+    table = build_cost_table(spec, hw)
+    req = SearchRequest(gpus=4, global_batch=8, seq_len=256, target="megatron", max_vpp=2)
+    for n, cfg in enumerate(configurations(spec, hw, req)):
+        if n % 11:
+            continue  # a spread sample of the 2,000-odd configurations
+        step = estimate_step(table, cfg)
+        ranks = [t.time_s(hw.efficiency.overlap_slowdown) for t in step.ranks.types]
+        assert bottleneck_floor_s(table, cfg) <= max(ranks) * (1 + REL)
+        assert optimizer_floor_s(table, cfg) <= step.time_breakdown_s["optimizer"] * (1 + REL)
+        assert p2p_floor_s(table, cfg) <= step.step_time_s - step.pipeline_s
+
+
+def test_the_bottleneck_floor_is_the_best_contiguous_cut() -> None:
+    spec, hw = model(4), cluster(2)
+    table = build_cost_table(spec, hw)
+    cfg = next(c for c in configurations(spec, hw, SearchRequest(gpus=4, global_batch=4, seq_len=256, max_vpp=2))
+               if c.pp == 4 and c.vpp == 1 and c.tp == 1)
+    best = min(max(t.time_s(hw.efficiency.overlap_slowdown) for t in estimate_step(table, cfg.model_copy(update={
+        "stage_layers": sizes, "layer_recompute": None, "recompute": "none"})).ranks.types)
+        for sizes in _compositions(len(spec.layers), 4))
+    floor = bottleneck_floor_s(table, cfg)
+    assert best * (1 - 1e-4) <= floor <= best  # bisection brackets the optimum from below
+
+
+def _compositions(n: int, parts: int) -> list[tuple[int, ...]]:
+    if parts == 1:
+        return [(n,)]
+    return [(k,) + rest for k in range(1, n - parts + 2) for rest in _compositions(n - k, parts - 1)]
