@@ -1,0 +1,61 @@
+"""Models whose blocks differ, for ``bench/search_speed.py`` (issue 14): planned in a fresh process as
+``meshplan plan`` would, from specs built here until presets for them exist.
+
+Usage: python bench/mixed_models.py NAME CLUSTER GPUS GLOBAL_BATCH SEQ_LEN OUT_JSON
+
+- ``deepseek-v3``: DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 table/§4.2 and its config.json):
+  61 blocks, the first 3 dense (SwiGLU 18,432), then 58 MoE blocks of 256 routed experts (top-8,
+  expert width 2,048) and one shared expert (2,048); hidden 7,168, 128 heads, vocabulary 129,280.
+  Multi-head latent attention is modelled as 128-head MHA of head width 128 (its KV compression
+  saves activation memory the cost model does not credit).
+- ``alternating-moe-12``: a Qwen2-MoE-style model of 12 blocks alternating dense (SwiGLU 5,632) and
+  MoE (60 experts, top-4, width 1,408, shared expert 5,632) blocks; hidden 2,048, 16 heads,
+  vocabulary 151,936 (Qwen1.5-MoE-A2.7B's widths, config.json of Qwen/Qwen1.5-MoE-A2.7B).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer, TransformerLayer
+
+
+def _model(name: str, hidden: int, vocab: int, blocks: tuple[TransformerLayer, ...]) -> ModelSpec:
+    return ModelSpec(name=name, layers=(EmbeddingLayer(vocab_size=vocab, hidden_size=hidden),) + blocks
+                     + (NormLayer(hidden_size=hidden, norm="rmsnorm"), HeadLayer(vocab_size=vocab, hidden_size=hidden)))
+
+
+def deepseek_v3() -> ModelSpec:
+    """DeepSeek-V3: 3 dense blocks, then 58 MoE blocks with a shared expert."""
+    dense = TransformerLayer(name="dense_block", hidden_size=7168, num_heads=128, num_kv_heads=128, head_dim=128,
+                             ffn_hidden_size=18432, ffn_act="swiglu", norm="rmsnorm")
+    moe = dense.model_copy(update={"name": "moe_block", "ffn_hidden_size": 2048, "num_experts": 256, "moe_top_k": 8,
+                                   "shared_expert_ffn_hidden_size": 2048})
+    return _model("deepseek-v3", 7168, 129280, (dense,) * 3 + (moe,) * 58)
+
+
+def alternating_moe_12() -> ModelSpec:
+    """12 blocks alternating dense and MoE (Qwen2-MoE style widths)."""
+    dense = TransformerLayer(name="dense_block", hidden_size=2048, num_heads=16, num_kv_heads=16, head_dim=128,
+                             ffn_hidden_size=5632, ffn_act="swiglu", norm="rmsnorm", qkv_bias=True)
+    moe = dense.model_copy(update={"name": "moe_block", "ffn_hidden_size": 1408, "num_experts": 60, "moe_top_k": 4,
+                                   "shared_expert_ffn_hidden_size": 5632})
+    return _model("alternating-moe-12", 2048, 151936, tuple(moe if i % 2 else dense for i in range(12)))
+
+
+BUILDERS = {"deepseek-v3": deepseek_v3, "alternating-moe-12": alternating_moe_12}
+
+
+def main(argv: list[str]) -> int:
+    name, cluster, gpus, batch, seq, out = argv[1:7]
+    import planner
+
+    plan = planner.plan(model=BUILDERS[name](), cluster=cluster, gpus=int(gpus), global_batch=int(batch), seq_len=int(seq), timing=True)
+    planner.save_plan(plan, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    raise SystemExit(main(sys.argv))
