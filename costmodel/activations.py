@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from costmodel.engines import EAGER_NORM_EXTRA_BYTES_PER_H, sac_saved_matmuls
+from costmodel.engines import sac_saved_matmuls
 from costmodel.local import ACT_BYTES, LocalConfig
-from costmodel.memory import transformer_activation_bytes
+from costmodel.memory import eager_block_extra_bytes, transformer_activation_bytes
 from costmodel.specs import TransformerLayer
 
 LSE_BYTES_PER_HEAD = 4
@@ -24,16 +24,17 @@ def block_activation_bytes(layer: TransformerLayer, cfg: LocalConfig, mm_widths:
     torchtitan op-level selective checkpointing (``_custom_policy``, parallelize_llama.py) stores the
     block input, the outputs of every other matmul, and SDPA's output and log-sum-exp; recomputing
     and back-propagating one block needs that block's full activations as a transient. Eager
-    PyTorch adds :data:`costmodel.engines.EAGER_NORM_EXTRA_BYTES_PER_H` per token per hidden
-    element to whatever it holds of a block. Transformer Engine keeps each FP8 projection's input
-    in FP8 (one byte instead of two: the QKV and FC1 inputs, the attention output, the FC2 input).
+    PyTorch adds :func:`costmodel.memory.eager_block_extra_bytes` (fp32 RMSNorm intermediates, K/V
+    repeated to every head, unfused SwiGLU) to whatever it holds of a block; see its sources.
+    Transformer Engine keeps each FP8 projection's input in FP8 (one byte instead of two: the QKV
+    and FC1 inputs, the attention output, the FC2 input).
     """
     terms = cfg.terms
     stored, work = transformer_activation_bytes(layer, cfg)
     if terms is None:
         return stored, work
     h = layer.hidden_size
-    eager = 0.0 if terms.fused else cfg.tokens * EAGER_NORM_EXTRA_BYTES_PER_H * h / cfg.sp_div
+    eager = 0.0 if terms.fused else eager_block_extra_bytes(layer, cfg)  # norms, repeated K/V, SwiGLU (costmodel.memory)
     if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         saved = sum(w for w, keep in zip(mm_widths, sac_saved_matmuls(mm_widths)) if keep)

@@ -97,3 +97,30 @@ def in_flight_microbatches(schedule: str, rank: int, pp: int, vpp: int, num_micr
         chunks = min(m * vpp, 2 * (pp - rank - 1) + (vpp - 1) * pp + 1)
         return chunks / vpp
     return float(min(pp - rank, m))
+
+
+def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
+    """Activation bytes an eager (uncompiled) PyTorch block stores beyond the fused-kernel bookkeeping
+    of :func:`transformer_activation_bytes`, for one micro-batch on one GPU. Per token:
+
+    - RMSNorm in fp32 (``torch.nn.RMSNorm``; torchtitan's ``RMSNorm._norm(x.float())``): autograd
+      keeps the fp32 copy of the input and the fp32 normalised product (4h + 4h) where a fused
+      kernel keeps the 2h input: +6h per norm (÷t under SP). LayerNorm is one ATen kernel
+      (``native_layer_norm`` keeps its input and per-token statistics): +0.
+    - Grouped-query attention with K and V repeated to every query head before SDPA (torchtitan
+      ``repeat_kv``, ``planner.runtime.models.Attention``): SDPA keeps the repeated K and V, 4q
+      instead of 4kv: +4(q − kv)/t.
+    - SwiGLU as ``silu(gate(x)) * up(x)``: autograd keeps gate, silu(gate), up and their product
+      (8f) where the fused SwiGLU keeps its 4f input and the 2f product (6f): +2f/t (×top-k).
+
+    Measured on ``planner.runtime.models.Block`` with torch's saved-tensor hooks (Llama 3.1 8B shape,
+    bf16: 28h + 8f + 4a bytes per token against 18h + 6f + 4a + 2kv·2 fused), on PyTorch's CPU
+    dispatch, which ``meshplan check-memory`` runs; a CUDA build may route ``torch.rms_norm`` to a
+    fused kernel that keeps only the bf16 input (then the norm term is an over-estimate).
+    """
+    h, q = layer.hidden_size, layer.num_heads * layer.head_dim
+    kv = layer.num_kv_heads * layer.head_dim
+    norms = (3 if layer.cross_attention else 2) * (6 * h if layer.norm == "rmsnorm" else 0)
+    split = 4 * (q - kv) + (2 * layer.ffn_hidden_size * max(1, layer.moe_top_k) if layer.ffn_act == "swiglu" else 0)
+    return cfg.tokens * (norms / cfg.sp_div + split / cfg.tp)
+

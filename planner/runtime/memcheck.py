@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.errors import InputError
 from planner.schema import Plan
 
 GIB = float(1 << 30)
@@ -49,6 +50,8 @@ class RankMemory(BaseModel):
     gpu_only_gib: dict[str, float]
     """Terms a GPU run has and the tracker cannot see: runtime overhead, allocator slack."""
     seconds: float
+    extrapolated: bool
+    """Measured at shallow depths and extrapolated (``planner.runtime.memcheck_depth``), not at full depth."""
 
 
 class MemoryCheck(BaseModel):
@@ -68,15 +71,19 @@ class MemoryCheck(BaseModel):
     notes: list[str]
 
 
-def _predicted(plan: Plan, model_arg: str) -> tuple[Any, Any]:
-    """The cost model's step estimate of the plan's exact configuration, and its table."""
+PREDICT_ENGINE = "torchtitan"
+"""The cost model's engine for the stack the check runs: eager PyTorch, FSDP2 mixed precision
+(fp32 sharded parameters), ``F.cross_entropy`` on fp32 logits (``costmodel.engines``); it is the
+stack ``planner.apply`` runs."""
+
+
+def _predicted(plan: Plan, spec: Any) -> Any:
+    """The cost model's step estimate of the plan's exact configuration under :data:`PREDICT_ENGINE`."""
     from costmodel.step import estimate_step
     from costmodel.table import build_cost_table
-    from planner.inputs import resolve_model_arg
 
-    spec = resolve_model_arg(model_arg, plan.model.trace)
     table = build_cost_table(spec, plan.cluster)
-    return estimate_step(table, plan.config), table
+    return estimate_step(table, plan.config.model_copy(update={"engine": PREDICT_ENGINE}))
 
 
 def _split_prediction(parts: dict[str, float], runtime_gib: float) -> tuple[dict[str, float], dict[str, float]]:
@@ -89,55 +96,96 @@ def _split_prediction(parts: dict[str, float], runtime_gib: float) -> tuple[dict
     return tracked, {"runtime_overhead": runtime_gib, "allocator_slack": slack}
 
 
-def check_memory(plan: Plan, model: str | None = None, pp_ranks: list[int] | None = None) -> MemoryCheck:
+def _check_model(plan: Plan, spec: Any) -> None:
+    """InputError unless ``spec`` is the plan's model (layer count and parameters)."""
+    from costmodel.params import count_params
+
+    layers, params = len(spec.layers), count_params(spec)
+    if (layers, params) != (plan.model.num_layers, plan.model.params):
+        raise InputError(f"model {spec.name!r} has {layers} layers and {params:,} parameters but the plan's model "
+                         f"{plan.model.name!r} has {plan.model.num_layers} and {plan.model.params:,}; "
+                         f"pass the model the plan was made for ({plan.model.arg})")
+
+
+def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = None,
+                 full_depth: bool = False) -> MemoryCheck:
     """Measure ``plan``'s per-rank peak memory with torch's tracker (see the module docstring).
 
-    ``model`` overrides the plan's model argument (a moved config.json); ``pp_ranks`` picks the
-    pipeline ranks to measure (default: the first of each kind). Raises InputError when the plan
-    does not match the model.
+    ``model`` overrides the plan's model argument (a moved config.json, or a ModelSpec);
+    ``pp_ranks`` picks the pipeline ranks to measure (default: the first of each kind);
+    ``full_depth`` measures every block instead of extrapolating from shallow copies
+    (:mod:`planner.runtime.memcheck_depth`).
+    Raises InputError when the plan does not match the model.
     """
-    from torch._subclasses.fake_tensor import FakeTensorMode
-
-    from planner.runtime.memcheck_apply import build_rank, start_fake_world, stop_fake_world, uses_mixed_precision
-    from planner.runtime.memcheck_step import boundary_shapes, measure_step
-    from planner.runtime.models import build_model
+    from planner.inputs import resolve_model_arg
+    from planner.runtime.memcheck_apply import stop_fake_world, uses_mixed_precision
+    from planner.runtime.memcheck_depth import can_extrapolate, describe
 
     arg = model or plan.model.arg
-    step, _ = _predicted(plan, arg)
+    spec = resolve_model_arg(arg, plan.model.trace)
+    _check_model(plan, spec)
+    step = _predicted(plan, spec)
     kinds = step.ranks
     chosen = pp_ranks if pp_ranks is not None else list(kinds.first_rank)
-    boundaries = boundary_shapes(build_model(arg, plan.model.trace), plan) if plan.mesh.pp > 1 else {}
-    runtime_gib = plan.cluster.runtime_overhead_gib
+    shallow = not full_depth and can_extrapolate(plan, spec)
     rows = []
     try:
         for r in chosen:
             start = time.perf_counter()
-            start_fake_world(plan, r)
-            fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-            build = build_rank(plan, build_model(arg, plan.model.trace), r, fake_mode)
-            measured = measure_step(plan, build, fake_mode, boundaries)
-            parts = step.rank_memory_breakdown_gib[r]
-            tracked, gpu_only = _split_prediction(parts, runtime_gib)
+            measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow)
+            tracked, gpu_only = _split_prediction(step.rank_memory_breakdown_gib[r], plan.cluster.runtime_overhead_gib)
             peak = measured.pop("total") / GIB
             predicted = sum(tracked.values())
             rows.append(RankMemory(
                 pp_rank=r, ranks_of_kind=kinds.count[kinds.rank_type[r]],
                 layers=[list(c) for c in kinds.chunks(r, plan.mesh.pp)],
-                measured_peak_gib=peak, predicted_peak_gib=predicted, predicted_gpu_peak_gib=sum(parts.values()),
+                measured_peak_gib=peak, predicted_peak_gib=predicted,
+                predicted_gpu_peak_gib=sum(step.rank_memory_breakdown_gib[r].values()),
                 error=predicted / peak - 1 if peak else 0.0,
                 measured_gib={k: v / GIB for k, v in measured.items()}, predicted_gib=tracked, gpu_only_gib=gpu_only,
-                seconds=time.perf_counter() - start,
+                seconds=time.perf_counter() - start, extrapolated=extrapolated,
             ))
     finally:
         stop_fake_world()
     m = plan.mesh
     return MemoryCheck(
-        model=arg, world_size=m.dp * m.tp * m.pp * m.cp,
+        model=arg if isinstance(arg, str) else spec.name, world_size=m.dp * m.tp * m.pp * m.cp,
         mesh=dict(dp=m.dp, tp=m.tp, pp=m.pp, cp=m.cp, ep=m.ep, sp=m.sp, zero=m.zero),
         schedule=plan.schedule.name, micro_batch=plan.schedule.micro_batch,
         num_microbatches=plan.schedule.num_microbatches, mixed_precision=uses_mixed_precision(plan),
-        ranks=rows, max_error=max((abs(r.error) for r in rows), default=0.0), notes=_notes(plan),
+        ranks=rows, max_error=max((abs(r.error) for r in rows), default=0.0),
+        notes=_notes(plan) + [f"rank {x.pp_rank}: {describe(x.extrapolated)}" for x in rows],
     )
+
+
+def _measure_rank(plan: Plan, arg: Any, spec: Any, pp_rank: int, shallow: bool) -> tuple[dict[str, float], bool]:
+    """Tracker bytes by category at ``pp_rank``'s peak, and whether they were extrapolated (from
+    shallow copies that proved affine) rather than measured at full depth."""
+    from planner.runtime.memcheck_depth import DEPTHS, extrapolate, is_affine, rank_blocks, shallow_module, shallow_plan
+    from planner.runtime.models import build_model
+
+    if shallow:
+        runs = []
+        for depth in DEPTHS:
+            small_plan, small = shallow_plan(plan, spec, depth)  # type: ignore[misc]
+            runs.append(_measure(small_plan, lambda: shallow_module(arg, small, depth), pp_rank))
+        if is_affine(runs):
+            return extrapolate(runs, rank_blocks(plan, spec, pp_rank)), True
+    return _measure(plan, lambda: build_model(arg, plan.model.trace), pp_rank), False
+
+
+def _measure(plan: Plan, make_module: Any, pp_rank: int) -> dict[str, float]:
+    """One tracked step of ``pp_rank`` on a fresh fake world and a fresh module."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from planner.runtime.memcheck_apply import build_rank, start_fake_world
+    from planner.runtime.memcheck_step import boundary_shapes, measure_step
+
+    boundaries = boundary_shapes(make_module(), plan) if plan.mesh.pp > 1 else {}
+    start_fake_world(plan)
+    fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+    build = build_rank(plan, make_module(), pp_rank, fake_mode)
+    return measure_step(plan, build, fake_mode, boundaries)
 
 
 def _notes(plan: Plan) -> list[str]:
@@ -146,6 +194,7 @@ def _notes(plan: Plan) -> list[str]:
         "measured: torch FSDPMemTracker on fake tensors (tensor storages only, exact bytes)",
         f"GPU-only terms kept apart: runtime overhead {plan.cluster.runtime_overhead_gib:g} GiB "
         "(CUDA context, NCCL, workspaces) and allocator slack on activations",
+        f"predicted with the cost model's {PREDICT_ENGINE} engine terms (eager PyTorch and FSDP2, as planner.apply runs)",
     ]
     if plan.mesh.zero == 1:
         notes.append("zero 1 runs as FSDP2 zero 2 (gradients sharded): torch has no optimizer-only sharding")

@@ -1,9 +1,9 @@
 """One pipeline rank of a plan, built for the memory check: fake process group, fake tensors.
 
-For a pipeline rank ``r`` of a plan on ``N = dp x tp x pp x cp`` GPUs, :func:`build_rank` starts
-torch's fake process group (``torch.testing._internal.distributed.fake_pg``, backend ``fake``: every
-collective returns at once, nothing is sent) as global rank ``r x tp x cp x dp`` of ``N`` (the
-plan's rank order ``tp-cp-ep-dp-pp``: rank r's first GPU), builds the model on ``meta``
+For a pipeline rank ``r`` of a plan on ``N = dp x tp x pp x cp`` GPUs, :func:`start_fake_world`
+starts torch's fake process group (``torch.testing._internal.distributed.fake_pg``, backend
+``fake``: every collective returns at once, nothing is sent) of size ``N``; :func:`build_rank`
+builds the model on ``meta``
 (:func:`planner.runtime.models.build_model`) and applies the plan with the runtime's own parts
 (:mod:`planner.runtime`): the plan's DeviceMesh (``mesh.build_mesh``), the layer map
 (``layers.map_layers``), this rank's chunks with their per-layer recomputation
@@ -52,15 +52,20 @@ class RankBuild:
     mixed_precision: bool
 
 
-def start_fake_world(plan: Plan, pp_rank: int) -> None:
-    """(Re)initialise the default process group as the fake backend, as ``pp_rank``'s first GPU."""
+def start_fake_world(plan: Plan) -> None:
+    """(Re)initialise the default process group as the fake backend of the plan's world size.
+
+    The process is global rank 0 whichever pipeline rank it measures: a rank's memory depends on
+    its chunks and its schedule (:func:`build_rank` and ``memcheck_step`` take the pipeline rank
+    as an argument), not on its coordinates, since every TP / FSDP group has the same size and
+    shards evenly (and torch 2.13's fake backend cannot resolve the sub-groups DeviceMesh builds
+    for a non-zero rank of a multi-dimensional mesh)."""
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     m = plan.mesh
-    world = m.dp * m.tp * m.pp * m.cp
     if dist.is_initialized():
         dist.destroy_process_group()
-    dist.init_process_group("fake", rank=pp_rank * (world // m.pp), world_size=world, store=FakeStore())
+    dist.init_process_group("fake", rank=0, world_size=m.dp * m.tp * m.pp * m.cp, store=FakeStore())
 
 
 def stop_fake_world() -> None:

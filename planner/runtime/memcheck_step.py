@@ -90,8 +90,8 @@ def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
         flight = min(pp - pp_rank, m)
     fwd = [_chunk_micro(i, pp, v, forward=True) for i in range(flight)]
     bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight)]
-    actions = [Action("F", c, mb) for c, mb in fwd]
-    actions += [Action("B", c, mb, last=mb == m - 1) for c, mb in bwd if (c, mb) in set(fwd)]
+    order = [x for x in bwd if x in set(fwd)] + [x for x in fwd if x not in set(bwd)]  # then drain the rest
+    actions = [Action("F", c, mb) for c, mb in fwd] + [Action("B", c, mb, last=mb == m - 1) for c, mb in order]
     for chunk in range(v):
         if (chunk, m - 1) not in set(fwd):
             actions += [Action("F", chunk, m - 1), Action("B", chunk, m - 1, last=True)]

@@ -1,0 +1,54 @@
+"""The memory oracle: per-rank peak memory predicted by the cost model vs measured by torch.
+
+For every case of ``planner.runtime.memcheck_cases.CASES`` (real-size models under FSDP / ZeRO,
+TP + SP, pipelines and the recompute modes) this runs ``meshplan check-memory``'s measurement
+(torch's FSDPMemTracker on fake tensors over a fake process group of the plan's world size) and
+prints, per pipeline-rank kind, the measured and predicted peak (GiB), the error, and the
+acceptance verdict: within 10 % and never under by more than 3 %.
+
+Run: ``python bench/memory_oracle.py [--full-depth] [CASE ...]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+TOLERANCE, UNDER = 0.10, 0.03
+
+
+def main(argv: list[str] | None = None) -> int:
+    from planner.runtime.memcheck import check_memory
+    from planner.runtime.memcheck_cases import CASES, case_plan
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("cases", nargs="*", help="case names (default: all)")
+    parser.add_argument("--full-depth", action="store_true", help="measure every block instead of extrapolating")
+    args = parser.parse_args(argv)
+    chosen = [c for c in CASES if not args.cases or c.name in args.cases]
+    print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict   seconds")
+    errors, failed = [], 0
+    for case in chosen:
+        start = time.perf_counter()
+        try:
+            result = check_memory(case_plan(case), full_depth=args.full_depth)
+        except Exception as exc:  # a case the runtime cannot run is a row of the table, not the end of it
+            failed += 1
+            print(f"{case.name:36} {'-':>4} {'':9} {'':9} {'':7}  ERROR   {type(exc).__name__}: {' '.join(str(exc).split())[:90]}")
+            continue
+        for row in result.ranks:
+            ok = abs(row.error) <= TOLERANCE and row.error >= -UNDER
+            failed += not ok
+            errors.append(abs(row.error))
+            print(f"{case.name:36} {row.pp_rank:>4} {row.measured_peak_gib:9.2f} {row.predicted_peak_gib:9.2f} "
+                  f"{row.error:+7.1%}  {'ok' if ok else 'FAIL':7} {row.seconds:7.1f}", flush=True)
+        print(f"{'':36} {'':4} total {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    if errors:
+        print(f"{len(errors)} rank kinds: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}, "
+              f"{failed} outside (within 10 %, under by at most 3 %)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
