@@ -1,11 +1,13 @@
-"""Run a model once under the recorder: ``torch.export``, else eager on ``meta``, else FakeTensorMode.
+"""Run a model once under the recorder: eager on ``meta``, else ``torch.export``, else FakeTensorMode.
 
 Three ways to execute the forward pass without memory or data, tried in order (``method="auto"``):
 
-1. ``export``: ``torch.export.export(..., strict=False)`` captures the ATen graph of the module on the
+1. ``meta``: the module runs eagerly on meta tensors; module hooks say which module owns each op.
+   The fastest, and the one where representative routing (:mod:`planner.trace.routing`) and the
+   real values of constant tensors (:mod:`planner.trace.shadow`) answer data-dependent questions.
+2. ``export``: ``torch.export.export(..., strict=False)`` captures the ATen graph of the module on the
    meta device; the graph is then interpreted node by node under the recorder, each node owned by the
    last entry of its ``nn_module_stack``.
-2. ``meta``: the module runs eagerly on meta tensors; module hooks say which module owns each op.
 3. ``fake``: as ``meta`` but under ``FakeTensorMode`` with CPU fake tensors, for code that checks
    devices or calls kernels with no meta implementation.
 
@@ -33,7 +35,7 @@ from planner.trace.record import DispatchRecorder, Instance, Recorder, SdpaInter
 from planner.trace.stubs import StubInstaller
 from planner.trace.units import UnitMap
 
-METHODS = ("export", "meta", "fake")
+METHODS = ("meta", "export", "fake")
 CONFIG_HINT = "use --model path/to/config.json without --trace (or a preset)"
 
 
@@ -283,9 +285,12 @@ def _group_of(units: UnitMap, path: str) -> set[str]:
     return {p for p, u in units.units.items() if u.group == group}
 
 
-def _attempts(method: str) -> Iterator[str]:
+def _attempts(method: str, module: nn.Module | None = None) -> Iterator[str]:
     if method == "auto":
-        yield from METHODS
+        # nn.MultiheadAttention calls SDPA inside its own torch-function dispatch, where an eager
+        # interceptor cannot see it; the exported graph shows the call: export goes first there.
+        mha = module is not None and any(isinstance(m, nn.MultiheadAttention) for m in module.modules())
+        yield from (("export", "meta", "fake") if mha else METHODS)
     elif method in METHODS:
         yield method
     else:
@@ -301,12 +306,12 @@ def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, l
     blocks made opaque, method by method."""
     failures: dict[str, _Failure] = {}
     first: dict[str, _Failure] = {}
-    for attempt in _attempts(method):
+    for attempt in _attempts(method, module):
         try:
             return _execute(module, units, args, kwargs, attempt, set())
         except _TraceError as err:
             first[attempt] = err.failure
-    for attempt in _attempts(method):
+    for attempt in _attempts(method, module):
         opaque: set[str] = set()
         err_failure = first[attempt]
         while True:
