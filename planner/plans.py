@@ -216,8 +216,12 @@ def _alternative(rank: int, c: Candidate, best: Candidate) -> Alternative:
 def read_plan(path: str | Path) -> Plan:
     """Parse a plan file into a :class:`Plan` without checking it against its model (what
     ``meshplan validate`` then checks); refuse unknown schema versions. Raises :class:`InputError`."""
+    import os
+
     from planner.jsonio import read_json
 
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"a plan path must be a string or a path, not {type(path).__name__}")
     data = read_json(path, f"plan {path}", "regenerate it with meshplan plan")
     version = data.get("schema_version") if isinstance(data, dict) else None
     if version != SCHEMA_VERSION:

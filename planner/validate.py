@@ -126,7 +126,8 @@ def _stage_order(plan: Plan) -> list[str]:
 
 
 def _span(layers: list[int]) -> str:
-    return f"{layers[0]}..{layers[-1]}" if len(layers) > 1 and layers == list(range(layers[0], layers[-1] + 1)) else str(layers)
+    contiguous = len(layers) > 1 and layers[-1] - layers[0] + 1 == len(layers) and layers == list(range(layers[0], layers[-1] + 1))
+    return f"{layers[0]}..{layers[-1]}" if contiguous else str(layers if len(layers) <= 8 else layers[:4] + ["..."] + layers[-2:])
 
 
 def _model_info(plan: Plan, model: ModelSpec) -> list[str]:

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["TARGETS", "UnsupportedPlanError", "export", "render"]
 
 Format = Literal["native", "json"]
-NATIVE = {"megatron": "bash launcher (argument arrays + torchrun)", "torchtitan": "TOML job config", "deepspeed": "config JSON"}
+NATIVE = {"megatron": "bash launcher (argument arrays + torchrun)", "torchtitan": "Python config-registry module", "deepspeed": "config JSON"}
 """What ``--format native`` writes for each engine."""
 
 
@@ -62,5 +62,5 @@ def render(plan: Plan, target: str, fmt: Format = "native", model: ModelSpec | N
     if target == "megatron":
         return result.shell()  # type: ignore[union-attr]
     if target == "torchtitan":
-        return result.toml()  # type: ignore[union-attr]
+        return result.python()  # type: ignore[union-attr]
     return result.json()  # type: ignore[union-attr]

@@ -1,7 +1,7 @@
 """A DeepSpeed config JSON for a plan, with the settings DeepSpeed takes in code.
 
-Keys are DeepSpeed's (microsoft/DeepSpeed@38327e07, ``docs/_pages/config-json.md``, ecosystem-notes
-B2 and B6): the batch identity ``train_batch_size = train_micro_batch_size_per_gpu x
+Keys are DeepSpeed 0.19.8's (PyPI, 2026-10; ``deepspeed/runtime/config.py`` reads them, and the tests
+feed every export to its ``DeepSpeedConfig``; ``docs/_pages/config-json.md``, ecosystem-notes B2, B6): the batch identity ``train_batch_size = train_micro_batch_size_per_gpu x
 gradient_accumulation_steps x data-parallel size`` with concrete integers, ``zero_optimization.stage``
 (at most 1 with pipeline parallelism: ``runtime/pipe/engine.py`` asserts it), ``bf16``,
 ``activation_checkpointing``. The pipeline degree, stage partition and which layers are checkpointed
@@ -21,6 +21,8 @@ from planner.export.common import Chunk, UnsupportedPlanError, block_layers, chu
 from planner.schema import Plan
 
 TARGET = "deepspeed"
+VERSION = "0.19.8"
+"""The DeepSpeed release the export is written for (and tested against)."""
 BLOCK_PATTERN = "transformer"
 """``partition_method="type:transformer"``: DeepSpeed matches it case-insensitively against each
 layer's class name (``PipelineModule._find_layer_type``), as Megatron-DeepSpeed's
@@ -82,6 +84,9 @@ def deepspeed_export(plan: Plan, model: ModelSpec) -> DeepSpeedExport:
     config = _config(plan, partition, interval)
     blocks = block_layers(model)
     moe = next((b for b in blocks if b.is_moe), None)
+    if moe is not None and m.zero == 3:
+        raise UnsupportedPlanError(TARGET, "mesh.zero", "zero 3 with mixture-of-experts: DeepSpeed's engine refuses native MoE layers under ZeRO-3 "
+                                   "(runtime/engine.py, _validate_zero3_moe_compatibility); re-plan with --target deepspeed or zero <= 2")
     code = {
         "pipeline_module": None if partition is None else {"num_stages": m.pp, "partition_method": partition, "activation_checkpoint_interval": interval},
         "topology": {"num_pp": m.pp, "num_mp": m.tp, "num_dp": m.dp} if m.pp > 1 and m.tp > 1 else None,

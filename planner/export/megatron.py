@@ -1,6 +1,8 @@
 """Megatron-LM ``pretrain_gpt.py`` arguments for a plan.
 
-Flag names and rules are Megatron-LM's (NVIDIA/Megatron-LM@d98e8a64, ecosystem-notes B1 and B6):
+Flag names and rules are Megatron-LM's (NVIDIA/Megatron-LM@d98e8a64, ecosystem-notes B1 and B6; the
+model and parallel settings are checked by megatron-core 0.16.1's ``TransformerConfig`` and
+``PipelineParallelLayerLayout`` in the tests, the newest megatron-core for Python 3.11 on PyPI):
 parallel sizes from ``ModelParallelConfig``, DP derived as world / (TP x PP x CP), at most one of
 ``--num-virtual-stages-per-pipeline-rank`` and ``--pipeline-model-parallel-layout`` (stage i = a·PP + b
 is virtual chunk a of pipeline rank b), ``--recompute-method block`` recomputing the first N layers of
@@ -20,6 +22,8 @@ from planner.export.common import Chunk, UnsupportedPlanError, block_layers, che
 from planner.schema import Plan
 
 TARGET = "megatron"
+VERSION = "megatron-core 0.16.1"
+"""The Megatron release whose configuration classes check the export (tests/planner/export)."""
 GROUPS = ("GPT_MODEL_ARGS", "TRAINING_ARGS", "MODEL_PARALLEL_ARGS")
 """Argument arrays, in the order ``torchrun ... pretrain_gpt.py`` receives them."""
 FSDP_STRATEGY = {2: "optim_grads", 3: "optim_grads_params"}

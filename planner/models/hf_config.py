@@ -17,6 +17,7 @@ from typing import Any
 
 from costmodel.specs import FfnAct, ModelSpec, TransformerLayer
 from planner.errors import InputError
+from planner.inputs import MAX_LAYERS, MAX_SIZE
 from planner.models.builder import decoder_lm
 from planner.models.hf_families import FAMILIES, TEXT_SUFFIX, Family
 
@@ -56,7 +57,11 @@ class _Reader:
             self.missing.append(f"{key!r}{alias}")
             return 1
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            self.problems.append(f"has {name!r} = {value!r}; it must be a positive integer")
+            self.problems.append(f"has {name!r} = {value!r:.40}; it must be a positive integer")
+            return 1
+        most = MAX_LAYERS if key == "num_hidden_layers" else MAX_SIZE
+        if value > most:  # a typo or a hostile file: building it would exhaust memory
+            self.problems.append(f"has {name!r} of about 2^{value.bit_length() - 1}; it must be at most {most:,}")
             return 1
         return value
 

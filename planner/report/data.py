@@ -9,7 +9,7 @@ from planner.errors import InputError
 from planner.report.whatif import WhatIf, unavailable, what_if
 from planner.schema import Plan
 
-LANGUAGE = {"megatron": "bash", "torchtitan": "toml", "deepspeed": "json"}
+LANGUAGE = {"megatron": "bash", "torchtitan": "python", "deepspeed": "json"}
 
 
 @dataclass(frozen=True)

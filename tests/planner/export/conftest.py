@@ -65,3 +65,37 @@ def tmp_plan(tmp_path: Path) -> Callable[[Plan], str]:
         return str(path)
 
     return write
+
+
+ENGINE_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "llama8b-megatron-interleaved": ("llama3.1-8b", "megatron", dict(tp=2, pp=2, dp=4, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=64, seq_len=4096, recompute="selective")),
+    "llama8b-megatron-uneven-cp": ("llama3.1-8b", "megatron", dict(tp=2, pp=2, cp=2, dp=2, sp=True, zero=1, stage_layers=(15, 20), global_batch=64, seq_len=8192, recompute="full")),
+    "llama8b-torchtitan-interleaved": ("llama3.1-8b", "torchtitan", dict(tp=2, pp=2, dp=4, sp=True, zero=3, vpp=2, schedule="interleaved-1f1b", global_batch=64, seq_len=4096, micro_batch=2, recompute="full")),
+    "llama8b-torchtitan-cp": ("llama3.1-8b", "torchtitan", dict(tp=2, cp=2, dp=4, sp=True, zero=3, global_batch=64, seq_len=8192, recompute="full")),
+    "llama8b-deepspeed-pipeline": ("llama3.1-8b", "deepspeed", dict(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, recompute="full")),
+    "llama8b-deepspeed-zero3": ("llama3.1-8b", "deepspeed", dict(tp=2, dp=8, zero=3, global_batch=64, seq_len=4096, recompute="full")),
+    "llama70b-megatron-interleaved": ("llama3.1-70b", "megatron", dict(tp=8, pp=4, dp=2, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=128, seq_len=8192, recompute="full")),
+    "llama70b-torchtitan-uneven": ("llama3.1-70b", "torchtitan", dict(tp=8, pp=4, dp=2, sp=True, zero=3, stage_layers=(19, 21, 21, 22), global_batch=128, seq_len=8192, recompute="full")),
+    "llama70b-deepspeed": ("llama3.1-70b", "deepspeed", dict(tp=8, pp=4, dp=2, zero=1, global_batch=128, seq_len=4096, recompute="full")),
+    "llama405b-megatron-uneven": ("llama3.1-405b", "megatron", dict(tp=8, pp=16, dp=8, sp=True, zero=1, global_batch=512, seq_len=8192, recompute="full")),
+    "llama405b-torchtitan-cp": ("llama3.1-405b", "torchtitan", dict(tp=8, pp=8, cp=2, dp=8, sp=True, zero=3, global_batch=512, seq_len=8192, recompute="full")),
+    "llama405b-deepspeed": ("llama3.1-405b", "deepspeed", dict(tp=8, pp=9, dp=8, zero=1, global_batch=512, seq_len=4096, recompute="full")),
+    "gpt175b-megatron-interleaved": ("gpt3-175b", "megatron", dict(tp=8, pp=16, dp=8, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=1536, seq_len=2048, recompute="selective")),
+    "gpt175b-torchtitan": ("gpt3-175b", "torchtitan", dict(tp=8, pp=8, dp=16, sp=True, zero=3, global_batch=1536, seq_len=2048, recompute="full")),
+    "gpt175b-deepspeed": ("gpt3-175b", "deepspeed", dict(tp=8, pp=16, dp=8, zero=1, global_batch=1536, seq_len=2048, recompute="full")),
+    "mixtral-megatron": ("mixtral-8x7b", "megatron", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=1, global_batch=256, seq_len=4096, recompute="full")),
+    "mixtral-torchtitan": ("mixtral-8x7b", "torchtitan", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=3, global_batch=256, seq_len=4096, recompute="full")),
+    "mixtral-deepspeed": ("mixtral-8x7b", "deepspeed", dict(tp=1, pp=2, dp=32, ep=8, zero=1, global_batch=256, seq_len=4096, recompute="full")),
+}
+"""Plans whose exports the engines' own code reads (test_engines_*.py): Llama 3.1 8B / 70B / 405B,
+GPT-3 175B and Mixtral 8x7B for every export target, with interleaved, uneven and CP plans. Each
+is a valid plan for its target on DGX H100 (the tests check that first)."""
+
+
+@pytest.fixture(scope="session")
+def engine_plans() -> Callable[[str], list[tuple[str, Plan]]]:
+    """``engine_plans(target)``: the (id, plan) pairs of :data:`ENGINE_CASES` for ``target``."""
+    def of(target: str) -> list[tuple[str, Plan]]:
+        return [(cid, make_plan(model=m, cluster="dgx-h100", target=t, **cfg)) for cid, (m, t, cfg) in ENGINE_CASES.items() if t == target]
+
+    return of

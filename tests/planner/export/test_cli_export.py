@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
@@ -32,10 +32,11 @@ def test_json_format_on_stdout_is_one_object(plan_of, tmp_plan) -> None:
     assert "--tensor-model-parallel-size" in data["argv"] and set(data["groups"]) == {"GPT_MODEL_ARGS", "TRAINING_ARGS", "MODEL_PARALLEL_ARGS"}
 
 
-def test_torchtitan_toml_and_deepspeed_json(plan_of, tmp_plan) -> None:
+def test_torchtitan_registry_and_deepspeed_json(plan_of, tmp_plan) -> None:
     path = tmp_plan(plan_of(tp=1, pp=2, dp=8, zero=0, recompute="full", global_batch=64, seq_len=4096))
-    toml = meshplan("export", path, "--to", "torchtitan")
-    assert tomllib.loads(toml.stdout)["parallelism"]["pipeline_parallel_degree"] == 2
+    registry = meshplan("export", path, "--to", "torchtitan")
+    ast.parse(registry.stdout)  # a Python module (torchtitan 0.3.0's config registry)
+    assert "    config.parallelism.pipeline_parallel_degree = 2\n" in registry.stdout
     ds = meshplan("export", path, "--to", "deepspeed")
     assert json.loads(ds.stdout)["train_batch_size"] == 64
     assert "PipelineModule(" in ds.stderr  # the code-side settings

@@ -1,8 +1,7 @@
-"""torchtitan export: golden TOML, batch and degree identities, module names, refusals."""
+"""torchtitan export: golden config-registry module, batch and degree identities, module names, refusals
+(the engine's own parser and pipeline split read the exports in test_engines_torchtitan.py)."""
 
 from __future__ import annotations
-
-import tomllib
 
 import pytest
 
@@ -14,13 +13,13 @@ FSDP_PP = dict(tp=2, pp=2, dp=4, sp=True, zero=3, global_batch=64, seq_len=4096,
 
 def test_golden_interleaved_fsdp(plan_of, golden) -> None:
     plan = plan_of(**{**FSDP_PP, "pp": 2, "vpp": 2, "schedule": "interleaved-1f1b"}, recompute="full")
-    golden("torchtitan_llama8b_interleaved.toml", render(plan, "torchtitan"))
+    golden("torchtitan_llama8b_interleaved.py.txt", render(plan, "torchtitan"))
 
 
 def test_degrees_batch_and_schedule(plan_of) -> None:
     plan = plan_of(**FSDP_PP)
-    cfg = tomllib.loads(plan.to_torchtitan().toml())
-    par, train = cfg["parallelism"], cfg["training"]
+    cfg = plan.to_torchtitan()
+    par, train = cfg.parallelism, cfg.training
     dp = par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"]
     assert dp * par["tensor_parallel_degree"] * par["pipeline_parallel_degree"] * par["context_parallel_degree"] == plan.request.gpus
     assert (par["data_parallel_replicate_degree"], par["data_parallel_shard_degree"]) == (1, 4)
@@ -44,14 +43,20 @@ def test_module_fqns_cover_every_layer_once_in_chunk_order(plan_of) -> None:
     parts = plan.to_torchtitan().parallelism["module_fqns_per_model_part"]
     assert len(parts) == 4
     flat = [name for part in parts for name in part]
-    assert flat == ["tok_embeddings"] + [f"layers.{i}" for i in range(32)] + ["norm", "output"]
+    assert flat == ["tok_embeddings"] + [f"layers.{i}" for i in range(32)] + ["norm", "lm_head"]
     assert [len(p) for p in parts] == [8, 9, 9, 9]
 
 
-@pytest.mark.parametrize(("mode", "section"), [("none", {"mode": "none"}), ("full", {"mode": "full"}),
-                                                ("selective", {"mode": "selective", "selective_ac_option": "op"})])
-def test_activation_checkpoint(plan_of, mode: str, section: dict) -> None:
-    assert plan_of(**FSDP_PP, recompute=mode).to_torchtitan().activation_checkpoint == section
+@pytest.mark.parametrize(("mode", "code"), [("none", "None"), ("full", "FullAC.Config()"), ("selective", "SelectiveAC.Config()")])
+def test_activation_checkpoint(plan_of, mode: str, code: str) -> None:
+    export = plan_of(**FSDP_PP, recompute=mode).to_torchtitan()
+    assert export.activation_checkpoint == mode and f"config.activation_checkpoint = {code}\n" in export.python()
+
+
+def test_pipelined_jobs_disable_cuda_graphs_and_reduce_in_fp32(plan_of) -> None:
+    export = plan_of(**FSDP_PP).to_torchtitan()
+    assert export.training["disable_cuda_graphs"] is True and export.training["mixed_precision_reduce"] == "float32"
+    assert "disable_cuda_graphs" not in plan_of(tp=1, dp=16, zero=0, global_batch=128, seq_len=4096).to_torchtitan().training
 
 
 @pytest.mark.parametrize(("change", "field"), [

@@ -23,7 +23,7 @@ def test_fragments_put_the_target_first(llama_plan, small_plan) -> None:
     assert [f.target for f in collect(llama_plan, reestimate=False).fragments] == ["megatron", "torchtitan", "deepspeed"]
     small = collect(small_plan, reestimate=False).fragments
     assert [f.target for f in small] == ["megatron", "torchtitan", "deepspeed"]
-    assert small[1].text is not None and small[1].language == "toml"
+    assert small[1].text is not None and small[1].language == "python"
 
 
 def test_unknown_format(llama_plan) -> None:

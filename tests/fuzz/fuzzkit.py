@@ -1,0 +1,70 @@
+"""Helpers of the fuzz suite (importable as ``fuzzkit``: tests/fuzz/conftest.py puts this folder on
+sys.path): the in-process command line, the refusal contract, a valid plan.
+
+The command line runs in-process through ``planner.cli.main`` (a subprocess per example would be
+far too slow for hundreds of examples); stdout and stderr are captured with ``contextlib``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, settings
+
+from planner.cli import main
+
+FUZZ = settings(database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+"""Settings of every fuzz test (with its own ``max_examples``): no example database left in the
+tree, no per-example deadline (engine-free but file-writing examples vary in time)."""
+
+
+def run_cli(*argv: str) -> tuple[int, str, str]:
+    """``meshplan ARGV`` in-process: (exit code, stdout, stderr)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(argv))
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_refused(*argv: str) -> str:
+    """The bad-input contract: exit 2, nothing on stdout, one ``meshplan: error:`` line, no traceback."""
+    code, out, err = run_cli(*argv)
+    assert code == 2, f"exit {code} for {argv!r:.300}: {err[:500]}"
+    assert out == "", f"stdout for {argv!r:.300}: {out[:200]}"
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("meshplan: error: "), f"{argv!r:.300}: {err[:500]}"
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def valid_plan_dict() -> dict[str, Any]:
+    """A plan meshplan validates (llama3.1-8b on 16 H100s), built from a fixed configuration."""
+    from costmodel.specs import ParallelConfig
+    from costmodel.step import estimate_step
+    from costmodel.table import build_cost_table
+    from planner.inputs import resolve_cluster_arg, resolve_model_arg
+    from planner.plans import build_plan
+    from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+
+    spec, hw = resolve_model_arg("llama3.1-8b"), resolve_cluster_arg("dgx-h100")
+    cfg = ParallelConfig(tp=2, pp=2, dp=4, sp=True, zero=1, recompute="full", global_batch=64, seq_len=4096)
+    req = SearchRequest(gpus=16, global_batch=64, seq_len=4096, target="megatron", top_k=0)
+    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
+    plan = build_plan("llama3.1-8b", spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
+    return json.loads(plan.to_json())
+
+
+def refused_everywhere(plan_path: str) -> None:
+    """Every command that reads a plan refuses it with the one-line contract, and ``-o`` leaves no file."""
+    out = Path(plan_path).with_name("out.txt")
+    assert_refused("validate", plan_path)
+    assert_refused("estimate", "--plan", plan_path, "--json")
+    assert_refused("report", plan_path, "-o", str(out.with_suffix(".md")))
+    for target in ("megatron", "torchtitan", "deepspeed"):
+        assert_refused("export", plan_path, "--to", target, "-o", str(out))
+    assert not out.exists() and not out.with_suffix(".md").exists(), "a refused plan left an output file"
+    assert [p.name for p in out.parent.iterdir() if p.name.startswith(".")] == [], "a temporary file was left behind"

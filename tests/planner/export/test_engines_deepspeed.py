@@ -1,0 +1,99 @@
+"""DeepSpeed 0.19.8's own code reads every DeepSpeed export (the ``test`` extra installs it with
+``DS_BUILD_OPS=0``, its default: no CUDA ops are built).
+
+Each config goes through ``deepspeed.runtime.config.DeepSpeedConfig`` with a model-parallel unit
+(``mpu``, the Megatron interface DeepSpeed takes) whose data-parallel world size is the plan's dp,
+after ``deepspeed.comm`` is initialised with a one-process gloo group: DeepSpeed checks the batch
+identity, the ZeRO and precision sections and the pipeline's ZeRO limit itself. The code-side
+``PipelineModule`` partition is reproduced with DeepSpeed's own ``partition_uniform`` /
+``partition_balanced`` (``runtime/utils.py``), as ``PipelineModule._partition_layers`` calls them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from costmodel.specs import TransformerLayer
+from planner.export import export
+from planner.plans import plan_model
+from planner.validate import plan_problems
+
+
+class PlanMpu:
+    """The model-parallel unit interface DeepSpeed reads (Megatron's ``mpu``), sized like the plan."""
+
+    def __init__(self, plan: Any) -> None:
+        self.mesh = plan.mesh
+
+    def get_data_parallel_world_size(self) -> int:
+        return self.mesh.dp
+
+    def get_model_parallel_world_size(self) -> int:
+        return self.mesh.tp
+
+    def get_pipeline_model_parallel_world_size(self) -> int:
+        return self.mesh.pp
+
+
+@pytest.fixture(scope="module")
+def parsed(engine_plans, tmp_path_factory) -> dict[str, tuple[Any, Any, Any]]:
+    """(plan, export, DeepSpeedConfig) per DeepSpeed case."""
+    import deepspeed
+    import deepspeed.comm as dist
+    from deepspeed.runtime.config import DeepSpeedConfig
+
+    if not dist.is_initialized():
+        store = tmp_path_factory.mktemp("ds") / "store"
+        deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, init_method=f"file://{store}", rank=0, world_size=1)
+    out = {}
+    for cid, plan in engine_plans("deepspeed"):
+        assert plan_problems(plan) == [], cid
+        result = export(plan, "deepspeed")
+        out[cid] = (plan, result, DeepSpeedConfig(dict(result.config), mpu=PlanMpu(plan)))
+    return out
+
+
+def test_every_model_is_covered(parsed) -> None:
+    assert {"llama8b-deepspeed-pipeline", "llama70b-deepspeed", "llama405b-deepspeed", "gpt175b-deepspeed", "mixtral-deepspeed"} <= set(parsed)
+
+
+def test_deepspeed_derives_the_planned_batch_and_sharding(parsed) -> None:
+    for cid, (plan, _, ds) in parsed.items():
+        s = plan.schedule
+        assert ds.world_size == plan.mesh.dp, cid
+        assert (ds.train_batch_size, ds.train_micro_batch_size_per_gpu, ds.gradient_accumulation_steps) == (s.global_batch, s.micro_batch, s.num_microbatches), cid
+        assert ds.zero_optimization_stage == plan.mesh.zero, cid
+        assert ds.bfloat16_config.enabled == (plan.config.param_bytes == 2), cid
+
+
+def test_pipeline_partition_is_the_planned_split(parsed) -> None:
+    from deepspeed.runtime.utils import partition_balanced, partition_uniform
+
+    for cid, (plan, result, _) in parsed.items():
+        module = result.code["pipeline_module"]
+        if module is None:
+            continue
+        model, parts = plan_model(plan), module["num_stages"]
+        method = module["partition_method"]
+        if method == "uniform":
+            bounds = partition_uniform(num_items=len(model.layers), num_parts=parts)
+        else:  # type:REGEX, matched against the layer classes (Megatron-DeepSpeed's ParallelTransformerLayerPipe)
+            pattern = re.compile(method.split(":", 1)[1], re.IGNORECASE)
+            names = ["ParallelTransformerLayerPipe" if isinstance(x, TransformerLayer) else type(x).__name__ for x in model.layers]
+            bounds = partition_balanced(weights=[1 if pattern.search(n) else 0 for n in names], num_parts=parts)
+        planned = [0]
+        for st in plan.stages:
+            planned.append(planned[-1] + len(st.layers))
+        assert list(bounds) == planned, f"{cid}: DeepSpeed would split {list(bounds)}, the plan {planned}"
+        assert module["activation_checkpoint_interval"] == (1 if plan.config.recompute == "full" else 0), cid
+
+
+def test_native_moe_with_zero3_is_refused_as_deepspeeds_engine_does(plan_of) -> None:
+    from planner.export.common import UnsupportedPlanError
+
+    plan = plan_of(model="mixtral-8x7b", tp=1, pp=1, dp=32, ep=8, zero=3, global_batch=256, seq_len=4096, recompute="full")
+    with pytest.raises(UnsupportedPlanError, match="mesh.zero"):
+        export(plan, "deepspeed")

@@ -1,0 +1,105 @@
+"""Plan files are data (issue 13): a plan of a traced model carries its layer list, so reading it
+never imports the factory; ``retrace`` is the opt-in; an edited layer list or a tampered plan is
+refused by every reader (``load_plan``, ``estimate_plan``, ``export``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from costmodel.specs import ParallelConfig
+from costmodel.step import estimate_step
+from costmodel.table import build_cost_table
+from planner.errors import InputError
+from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.plans import build_plan, estimate_plan, load_plan, plan_model, spec_digest
+from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+
+FACTORY = '''
+import pathlib
+from torch import nn
+pathlib.Path(__file__).with_name("ran").write_text("x")
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 256), nn.Linear(256, 64)
+    def forward(self, x):
+        return x + self.b(self.a(x).relu())
+def make():
+    return nn.Sequential(nn.Embedding(512, 64), *[Block() for _ in range(4)], nn.Linear(64, 512))
+'''
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory) -> tuple[Path, Path]:
+    """(factory file, plan file of the traced model); the factory writes ``ran`` when imported."""
+    folder = tmp_path_factory.mktemp("traced")
+    factory = folder / "model.py"
+    factory.write_text(FACTORY)
+    arg = f"{factory}:make"
+    spec, hw = resolve_model_arg(arg), resolve_cluster_arg("dgx-h100")
+    cfg = ParallelConfig(dp=8, zero=1, global_batch=64, seq_len=1024)
+    req = SearchRequest(gpus=8, global_batch=64, seq_len=1024, target="native", top_k=0)
+    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
+    plan = build_plan(arg, spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
+    path = folder / "plan.json"
+    path.write_text(plan.to_json())
+    (folder / "ran").unlink()
+    return factory, path
+
+
+def test_reading_a_traced_plan_never_imports_the_factory(traced) -> None:
+    factory, path = traced
+    factory.with_name("ran").unlink(missing_ok=True)
+    plan = load_plan(path)
+    assert plan.model.spec is not None and plan.model.spec_sha256 == spec_digest(plan.model.spec)
+    assert estimate_plan(path).step_time_s == pytest.approx(plan.estimate.step_time_s, rel=1e-9)
+    assert not factory.with_name("ran").exists()
+
+
+def test_retrace_is_the_opt_in_and_must_give_the_same_model(traced) -> None:
+    factory, path = traced
+    plan = load_plan(path, retrace=True)
+    assert factory.with_name("ran").exists()
+    factory.with_name("ran").unlink()
+    assert plan_model(plan, retrace=True).layers == plan.model.spec.layers
+    factory.with_name("ran").unlink(missing_ok=True)
+
+
+def test_a_plan_without_its_layer_list_refuses_to_run_the_factory(traced, tmp_path: Path) -> None:
+    factory, path = traced
+    factory.with_name("ran").unlink(missing_ok=True)
+    data = json.loads(path.read_text())
+    data["model"]["spec"] = None
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="carries no layer list.*--retrace"):
+        load_plan(bare)
+    assert not factory.with_name("ran").exists()
+
+
+def test_an_edited_layer_list_no_longer_matches_its_digest(traced, tmp_path: Path) -> None:
+    _, path = traced
+    data = json.loads(path.read_text())
+    data["model"]["spec"]["layers"][1]["params"] += 1
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(data))
+    with pytest.raises(InputError, match="spec_sha256"):
+        estimate_plan(edited)
+
+
+def test_a_tampered_plan_is_refused_by_every_reader(traced, tmp_path: Path) -> None:
+    from planner.export import export
+
+    _, path = traced
+    data = json.loads(path.read_text())
+    data["config"]["dp"] = data["mesh"]["dp"] = 4
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(data))
+    for read in (load_plan, estimate_plan):
+        with pytest.raises(InputError, match="4 != 8 GPUs"):
+            read(bad)
+    with pytest.raises(InputError):
+        export(load_plan(bad), "megatron")
