@@ -122,3 +122,13 @@ def test_recompute_reruns_the_forward_in_backward(mode: str, forwards: int) -> N
     module(x).square().sum().backward()
     assert module.calls == forwards
     torch.testing.assert_close(module.lin.weight.grad, plain.lin.weight.grad)
+
+
+def test_a_plan_from_config_plan_applies_as_written(llama: str, fake_world) -> None:
+    """``meshplan estimate ... -o plan.json`` (``planner.config_plan``) writes plans apply takes unchanged."""
+    plan = planner.config_plan(model=llama, cluster=str(HERE / "data" / "laptop-cpu-4.json"), gpus=8, global_batch=8,
+                               seq_len=16, tp=2, pp=2, zero=3, recompute="selective")
+    fake_world(2, 8)
+    runtime = planner.apply(plan, build_model(llama), device_type="cpu")
+    assert runtime.mesh.mesh.shape == (2, 1, 2, 1, 2)  # pp, dp_replicate, dp_shard, cp, tp
+    assert [u.index for u in runtime.stages[0].units] == plan.stages[0].layers
