@@ -29,6 +29,7 @@ from planner.errors import InputError
 from planner.runtime.context_parallel import check_context_parallel
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
+from planner.runtime.pipeline import local_chunks
 from planner.runtime.stage import ROOT, StageModule, build_stages
 from planner.schema import Plan
 
@@ -174,7 +175,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
     pp_rank = pmesh.coordinate("pp")
-    chunks = [k for k in range(len(plan.stages)) if k % plan.mesh.pp == pp_rank]
+    chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
     loss_parallel = pmesh.tp > 1 and pmesh.pp == 1
     if pmesh.tp > 1:

@@ -117,7 +117,6 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         for job in jobs:
-            t0 = __import__("time").time()
             plan = Plan.model_validate_json(job.plan_json)
             runtime = apply(_corrupt(plan) if job.corrupt else plan, build_model(job.model))
             torch.manual_seed(SEED)
@@ -128,10 +127,8 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
             writer = all(runtime.mesh.coordinate(d) == 0 for d in ("dp", "cp", "tp"))
             if writer:
                 torch.save({"losses": losses, "params": params}, Path(out) / f"{job.name}.rank{rank}.pt")
-            (Path(out) / f"{job.name}.rank{rank}.cpu").write_text(str(_cpu_seconds()))
+            (Path(out) / f"{job.name}.rank{rank}.cpu").write_text(str(_cpu_seconds()))  # CPU cost, for the budget
             dist.barrier()
-            if rank == 0 and os.environ.get("EQ_DEBUG"):
-                print(job.name, __import__("time").time() - t0, file=sys.stderr, flush=True)
     finally:
         dist.destroy_process_group()
 
