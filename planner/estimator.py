@@ -80,6 +80,9 @@ class EstimateResult(BaseModel):
     time_breakdown_s: TimeBreakdown
     link_time_s: LinkTime
     memory_breakdown_gib: MemoryBreakdown
+    memory_breakdown_rank: int = 0
+    """The pipeline rank ``memory_breakdown_gib`` and ``peak_memory_gib`` describe: the most-loaded
+    one, which can change between configurations (compare ``pipeline_ranks`` rank by rank)."""
     pipeline_ranks: list[RankEstimate]
     config: dict[str, Any]
     assumptions: list[str]
@@ -157,10 +160,17 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),
         link_time_s=LinkTime(**step.link_time_s),
         memory_breakdown_gib=MemoryBreakdown(**step.memory_breakdown_gib),
+        memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
         assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions]),
     )
+
+
+def _peak_rank(step: StepEstimate) -> int:
+    """The first pipeline rank whose memory breakdown is the step's (its largest peak)."""
+    memories = step.rank_memory_breakdown_gib
+    return next((r for r, parts in enumerate(memories) if parts == step.memory_breakdown_gib), 0)
 
 
 MFU_NOTE = "MFU counts model FLOPs only: no recompute, causal attention as half the s x s work"

@@ -109,7 +109,8 @@ def _link_table(result: dict[str, Any]) -> Any:
 
 def _memory_table(result: dict[str, Any]) -> Any:
     peak = result["peak_memory_gib"]
-    table = _table("memory per GPU (largest stage)", ("part", "GiB", "share of peak"))
+    rank = result.get("memory_breakdown_rank", 0)
+    table = _table(f"memory per GPU (largest stage: pipeline rank {rank})", ("part", "GiB", "share of peak"))
     for key, label in _MEMORY_ROWS:
         gib = result["memory_breakdown_gib"][key]
         table.add_row(label, f"{gib:.2f}", _share(gib, peak))
