@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 
-from planner.cli._common import EXIT_OK, UsageError, add_subparser, positive_int, write_output
+from planner.cli._common import EXIT_OK, UsageError, add_subparser, check_output, positive_int, write_output
 
 _EXAMPLES = """\
   meshplan plan --model config.json --cluster cpu4.json --gpus 4 --global-batch 8 --seq-len 32 -o plan.json
@@ -60,6 +60,8 @@ def run(args: argparse.Namespace) -> int:
         logging.getLogger(name).setLevel(logging.ERROR)
     if args.warmup < 0 or args.warmup >= args.steps:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
+    if args.output:
+        check_output(args.output, "-o")  # refuse a bad output path before any work
     from planner.plans import read_plan
 
     plan = read_plan(args.plan)

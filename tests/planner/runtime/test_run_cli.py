@@ -82,3 +82,15 @@ def test_a_one_rank_plan_runs_in_process_with_torchs_memory_tracker(setup: tuple
     assert "MemTracker" in memory.source and memory.error is not None
     # at least the fp32 weights, gradients and two AdamW moments of the 49,440 parameters
     assert memory.peak_allocated_gib * 2**30 >= 4 * 4 * record.model.params
+
+
+@pytest.mark.parametrize("args, message", [
+    (["plan.json", "-o", "missing/run.json"], "-o missing/run.json: cannot write it: directory missing does not exist"),
+    (["plan.json", "--steps", "2", "--warmup", "2"], "run: --warmup 2 must be at least 0 and less than --steps 2"),
+    (["nope.json"], "cannot read plan nope.json"),
+])
+def test_bad_arguments_exit_2_with_one_line(setup: tuple[Path, str], args: list[str], message: str) -> None:
+    folder, _ = setup
+    done = _run(sys.executable, CLI, "run", *args, cwd=folder)
+    assert done.returncode == 2 and done.stdout == ""
+    assert _errors(done.stderr) == [line for line in done.stderr.splitlines()] and message in done.stderr
