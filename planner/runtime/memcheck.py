@@ -107,6 +107,24 @@ def _check_model(plan: Plan, spec: Any) -> None:
                          f"pass the model the plan was made for ({plan.model.arg})")
 
 
+def _as_built(spec: Any, arg: Any, trace: bool) -> tuple[Any, list[str]]:
+    """``spec`` as the module torch runs: blocks flagged with dropout are predicted without dropout
+    masks when the built module has no dropout (``planner.runtime.models.DecoderLM`` has none); the
+    note says so."""
+    from torch import nn
+
+    from costmodel.specs import TransformerLayer
+    from planner.runtime.models import build_model
+
+    if not any(isinstance(x, TransformerLayer) and x.dropout for x in spec.layers):
+        return spec, []
+    if any(isinstance(m, nn.Dropout) and m.p > 0 for m in build_model(arg, trace).modules()):
+        return spec, []
+    layers = tuple(x.model_copy(update={"dropout": False}) if isinstance(x, TransformerLayer) else x for x in spec.layers)
+    return spec.model_copy(update={"layers": layers}), [
+        "the model's blocks are specified with dropout but the module torch runs has none: predicted without dropout masks"]
+
+
 def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = None,
                  full_depth: bool = False) -> MemoryCheck:
     """Measure ``plan``'s per-rank peak memory with torch's tracker (see the module docstring).
@@ -124,7 +142,8 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     arg = model or plan.model.arg
     spec = resolve_model_arg(arg, plan.model.trace)
     _check_model(plan, spec)
-    step = _predicted(plan, spec)
+    built, dropout_note = _as_built(spec, arg, plan.model.trace)
+    step = _predicted(plan, built)
     kinds = step.ranks
     chosen = pp_ranks if pp_ranks is not None else list(kinds.first_rank)
     shallow = not full_depth and can_extrapolate(plan, spec)
@@ -154,7 +173,7 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
         schedule=plan.schedule.name, micro_batch=plan.schedule.micro_batch,
         num_microbatches=plan.schedule.num_microbatches, mixed_precision=uses_mixed_precision(plan),
         ranks=rows, max_error=max((abs(r.error) for r in rows), default=0.0),
-        notes=_notes(plan) + [f"rank {x.pp_rank}: {describe(x.extrapolated)}" for x in rows],
+        notes=_notes(plan) + dropout_note + [f"rank {x.pp_rank}: {describe(x.extrapolated)}" for x in rows],
     )
 
 

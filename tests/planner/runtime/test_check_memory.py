@@ -151,3 +151,16 @@ def test_eager_block_bytes_are_what_autograd_keeps(preset: str) -> None:
     table = build_cost_table(spec.model_copy(update={"layers": (spec.layers[0], layer, *spec.layers[2:])}), resolve_cluster_arg("dgx-h100"))
     stored, _ = block_activation_bytes(layer, local_config(table, cfg, "none"), [])
     assert stored == pytest.approx(sum(saved.values()), rel=0.01)
+
+
+def test_prediction_is_for_the_module_torch_runs() -> None:
+    """The runtime's decoder has no dropout: a preset specified with dropout is predicted without
+    its masks, and the check says so; a model without dropout is predicted as specified."""
+    from planner.inputs import resolve_model_arg
+    from planner.runtime.memcheck import _as_built
+
+    gpt = resolve_model_arg("megatron-gpt-1.7b")
+    built, note = _as_built(gpt, "megatron-gpt-1.7b", False)
+    assert gpt.layers[1].dropout and not built.layers[1].dropout and "without dropout masks" in note[0]
+    llama = resolve_model_arg("llama3.1-8b")
+    assert _as_built(llama, "llama3.1-8b", False) == (llama, [])
