@@ -35,7 +35,7 @@ def test_records_and_csv_calibrate_a_cluster_estimate_then_uses(tmp_path: Path, 
                  "--params", "compute,overhead,step_fixed", "-o", str(out), "--json"])
     assert code == 0, capsys.readouterr().err
     block = json.loads(capsys.readouterr().out)
-    assert block["errors"]["before"]["mean_abs"] > 0.2 and block["errors"]["after"]["max_abs"] < 1e-3
+    assert block["errors"]["before"]["mean_abs"] > 0.05 and block["errors"]["after"]["max_abs"] < 1e-3
     assert block["errors"]["leave_one_shape_out"]["runs"] == 6
     calibrated = load_cluster(out)
     assert calibrated.name == "calibrated" and calibrated.efficiency.step_fixed_s == pytest.approx(0.01, rel=1e-3)
