@@ -72,7 +72,7 @@ def plan(
     chosen = read_constraints(model_spec, gpus, global_batch, target, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero,
                               micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]
-                        time_limit_s=time_limit_s, constraints=Constraints(**chosen.model_dump()))
+                        time_limit_s=default_time_limit(gpus, time_limit_s), constraints=Constraints(**chosen.model_dump()))
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
         raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))
@@ -100,6 +100,20 @@ def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_
     problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
     if problems:
         raise InputError(*problems)
+
+
+LARGE_SEARCH_GPUS = 65_536
+"""Searches over more GPUs than this get :data:`LARGE_SEARCH_TIME_LIMIT_S` unless given a limit."""
+LARGE_SEARCH_TIME_LIMIT_S = 300.0
+"""Default time limit of a large search (the plan records it in ``request.time_limit_s``)."""
+
+
+def default_time_limit(gpus: int, time_limit_s: float | None) -> float | None:
+    """The search's time limit: the one given, else :data:`LARGE_SEARCH_TIME_LIMIT_S` for searches
+    over more than :data:`LARGE_SEARCH_GPUS` GPUs (they have the most meshes), else none."""
+    if time_limit_s is None and gpus > LARGE_SEARCH_GPUS:
+        return LARGE_SEARCH_TIME_LIMIT_S
+    return time_limit_s
 
 
 MAX_TOP_K = 1000

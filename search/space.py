@@ -144,7 +144,8 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     rules, c = rules_for(req.target), req.constraints
     zeros = [z for z in (rules.zero_with_pp if mesh.pp > 1 else rules.zero) if c.allows("zero", z)]
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
-    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp)]
+    splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.validation)
+    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
     for mb, precision in itertools.product(micro_batches(mesh, req), precisions):

@@ -103,3 +103,18 @@ def test_a_tampered_plan_is_refused_by_every_reader(traced, tmp_path: Path) -> N
             read(bad)
     with pytest.raises(InputError):
         export(load_plan(bad), "megatron")
+
+
+def test_large_searches_get_a_default_time_limit() -> None:
+    from planner.plans import LARGE_SEARCH_GPUS, LARGE_SEARCH_TIME_LIMIT_S, default_time_limit
+
+    assert default_time_limit(LARGE_SEARCH_GPUS, None) is None
+    assert default_time_limit(LARGE_SEARCH_GPUS * 2, None) == LARGE_SEARCH_TIME_LIMIT_S
+    assert default_time_limit(LARGE_SEARCH_GPUS * 2, 5.0) == 5.0
+
+
+def test_the_search_never_proposes_sequence_parallelism_its_validator_refuses() -> None:
+    import planner
+
+    plan = planner.plan(model="llama3.1-8b", cluster="dgx-h100", gpus=8, global_batch=8, seq_len=1)  # validated inside
+    assert not plan.mesh.sp or (plan.config.seq_len // plan.mesh.cp) % plan.mesh.tp == 0
