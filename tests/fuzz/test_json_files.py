@@ -46,6 +46,12 @@ def test_raw_bytes_as_any_json_input(tmp_path_factory, data, as_) -> None:
         assert_refused("estimate", "--model", path, "--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "8", "--seq-len", "128")
 
 
+def test_a_hostile_plan_of_nested_brackets_is_refused_by_every_command(tmp_path_factory) -> None:
+    from fuzzkit import refused_everywhere
+
+    refused_everywhere(_write(tmp_path_factory, b"[" * 10**5 + b"]" * 10**5, "plan.json"))
+
+
 def test_fifty_megabytes_of_junk_is_refused_unread(tmp_path_factory) -> None:
     path = tmp_path_factory.mktemp("junk") / "plan.json"
     with open(path, "wb") as handle:
