@@ -10,8 +10,11 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    recomputation, so S ≥ Σ of those times, and M ≥ S/p (some rank holds a p-th) and M ≥ B*, the
    least possible slowest chunk when the layers are cut into p·v contiguous chunks (a rank holds
    whole chunks; the linear-partition bottleneck, bracketed by bisection with the greedy
-   feasibility test, which is exact for contiguous cuts: Bokhari 1988). So the part is at least
-   (m − 1/d)·max(S/p, B*) + S/d.
+   feasibility test, which is exact for contiguous cuts: Bokhari 1988), and M ≥ the least makespan of
+   the layers as indivisible jobs on p machines, whatever their order (every split assigns each
+   layer to one rank; computed exactly when all but at most ``MAX_EXTRA_LAYERS`` layers are identical:
+   the few others are placed in every way, the identical ones fill what is left). So the part is at
+   least (m − 1/d)·max(S/p, B*, makespan) + S/d.
 2. Optimizer (``costmodel.step._optimizer_time``): Adam over each GPU's shard is affine in the rank's
    parameters and the step waits for the slowest rank, whose time is at least the time at the mean
    parameters over the p ranks (every layer lives on one rank), plus the fixed per-step and host costs.
@@ -33,6 +36,7 @@ keeps the bound below every step.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -62,6 +66,8 @@ class ViewSums:
 
     cum: list[float]
     """Prefix sums of the layers' fastest micro-batch times, in layer order (0 first)."""
+    group_times: tuple[float, ...]
+    group_counts: tuple[int, ...]
     fwd_s: float
     bwd_s: float
     params: float
@@ -85,6 +91,7 @@ def view_sums(table: CostTable, view: object, memo: dict | None = None) -> ViewS
     out = np.array([c.out_bytes for c in costs])
     sums = ViewSums(
         cum=np.concatenate([[0.0], np.cumsum(per_group[table.layer_group])]).tolist(),
+        group_times=tuple(float(x) for x in per_group), group_counts=tuple(int(x) for x in counts),
         fwd_s=float(sum(n * c.fwd_s for n, c in zip(counts, costs))),
         bwd_s=float(sum(n * c.bwd_s for n, c in zip(counts, costs))),
         params=float(sum(n * c.params for n, c in zip(counts, costs))),
@@ -108,7 +115,7 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> 
     view = local_config(table, cfg, "none")
     v = view_sums(table, view, memo)
     d = bubble_divisor(cfg)
-    slowest = _bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo)
+    slowest = max(_bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo), _makespan(v, cfg.pp, view, memo))
     pipeline = (cfg.num_microbatches - 1.0 / d) * slowest + v.total_s / d
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
     extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v)
@@ -148,6 +155,64 @@ def _bottleneck(v: ViewSums, ranks: int, chunks: int, view: object, memo: dict |
     if memo is not None:
         memo[key] = lo
     return lo
+
+
+MAX_EXTRA_LAYERS = 5
+"""Layers outside the most common group that :func:`makespan_floor_s` places exhaustively."""
+
+
+def makespan_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """The least makespan of the layers on pp ranks, ignoring their order (term 1); 0 when more than
+    ``MAX_EXTRA_LAYERS`` layers differ from the most common group."""
+    view = local_config(table, cfg, "none")
+    return _makespan(view_sums(table, view, memo), cfg.pp, view, memo)
+
+
+def _makespan(v: ViewSums, ranks: int, view: object, memo: dict | None) -> float:
+    key = ("makespan", view, ranks)
+    if memo is not None and key in memo:
+        return memo[key]
+    main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
+    extras = [v.group_times[g] for g, n in enumerate(v.group_counts) if g != main for _ in range(n)]
+    t, blocks, lo = v.group_times[main], v.group_counts[main], 0.0
+    if ranks > 1 and len(extras) <= MAX_EXTRA_LAYERS and t > 0:
+        groupings = [[sum(part) for part in parts] for parts in _partitions(extras) if len(parts) <= ranks]
+        lo = max(v.total_s / ranks, max(extras, default=0.0), t)
+        hi = lo + t + max(extras, default=0.0)
+        if _fits_on_ranks(groupings, t, blocks, ranks, lo):
+            hi = lo
+        for _ in range(BISECTIONS if hi > lo and _fits_on_ranks(groupings, t, blocks, ranks, hi) else 0):
+            mid = (lo + hi) / 2
+            if _fits_on_ranks(groupings, t, blocks, ranks, mid):
+                hi = mid
+            else:
+                lo = mid
+    if memo is not None:
+        memo[key] = lo
+    return lo
+
+
+def _partitions(items: list[float]) -> list[list[list[float]]]:
+    """Every way to group ``items`` into non-empty sets (the Bell number of them: 52 for 5)."""
+    if not items:
+        return [[]]
+    first, out = items[0], []
+    for rest in _partitions(items[1:]):
+        out.append([[first]] + rest)
+        out += [rest[:i] + [[first] + rest[i]] + rest[i + 1:] for i in range(len(rest))]
+    return out
+
+
+def _fits_on_ranks(groupings: list[list[float]], t: float, blocks: int, ranks: int, limit: float) -> bool:
+    """Whether some grouping of the odd layers onto ranks leaves room for ``blocks`` layers of time
+    ``t`` under ``limit`` per rank (a tolerance of 1e-9 errs towards "fits", keeping the floor sound)."""
+    for sums in groupings:
+        if max(sums, default=0.0) > limit * (1 + 1e-12):
+            continue
+        room = sum(math.floor((limit - x) / t + 1e-9) for x in sums) + (ranks - len(sums)) * math.floor(limit / t + 1e-9)
+        if room >= blocks:
+            return True
+    return False
 
 
 def _fits_in_chunks(cum: list[float], limit: float, chunks: int) -> bool:

@@ -8,10 +8,10 @@ from collections import defaultdict
 
 import pytest
 
-from costmodel.specs import ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, TransformerLayer
+from costmodel.specs import ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, ParallelConfig, TransformerLayer
 from costmodel.step import estimate_step, straggler_time
 from costmodel.table import build_cost_table
-from search.bounds import bottleneck_floor_s, bound_s, bubble_divisor, fastest_sum_s, optimizer_floor_s, p2p_floor_s
+from search.bounds import bottleneck_floor_s, bound_s, bubble_divisor, fastest_sum_s, makespan_floor_s, optimizer_floor_s, p2p_floor_s
 from search.exhaustive import configurations
 from search.types import SearchRequest
 
@@ -79,6 +79,7 @@ def test_each_term_is_a_floor_of_its_part_of_the_step() -> None:
         step = estimate_step(table, cfg)
         ranks = [t.time_s(hw.efficiency.overlap_slowdown) for t in step.ranks.types]
         assert bottleneck_floor_s(table, cfg) <= max(ranks) * (1 + REL)
+        assert makespan_floor_s(table, cfg) <= max(ranks) * (1 + REL)
         assert optimizer_floor_s(table, cfg) <= step.time_breakdown_s["optimizer"] * (1 + REL)
         assert p2p_floor_s(table, cfg) <= step.step_time_s - step.pipeline_s
 
@@ -99,3 +100,15 @@ def _compositions(n: int, parts: int) -> list[tuple[int, ...]]:
     if parts == 1:
         return [(n,)]
     return [(k,) + rest for k in range(1, n - parts + 2) for rest in _compositions(n - k, parts - 1)]
+
+
+def test_the_makespan_floor_sees_the_head_on_an_interleaved_rank() -> None:
+    spec, hw = model(8, vocab=32000), cluster(2)
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=4, vpp=2, schedule="interleaved-1f1b", global_batch=8, seq_len=256)
+    total = fastest_sum_s(table, cfg)
+    floor = makespan_floor_s(table, cfg)
+    best = min(max(t.time_s(hw.efficiency.overlap_slowdown) for t in estimate_step(table, cfg.model_copy(update={
+        "stage_layers": sizes, "layer_recompute": None, "recompute": "none"})).ranks.types)
+        for sizes in _compositions(len(spec.layers), 8))
+    assert total / 4 < floor <= best * (1 + REL)  # above the plain S/p, never above the best split
