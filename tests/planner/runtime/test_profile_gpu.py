@@ -71,3 +71,18 @@ def test_an_ideal_h100_node_profiles_as_its_preset(tmp_path: Path) -> None:
     assert rows["network busbw"].measured is None
     for point in result.entry["measurements"]["collectives"]:
         assert point["model_s"] == pytest.approx(point["time_s"], rel=0.03)
+
+
+def test_the_printed_table_and_chart_compare_with_the_preset(capsys: pytest.CaptureFixture[str]) -> None:
+    from planner.cli._profile_view import print_profile
+
+    preset = load_cluster("dgx-h100")
+    facts = DeviceFacts("cuda", "NVIDIA H100 80GB HBM3", preset.gpu.name, torch.bfloat16, (torch.bfloat16,),
+                        preset.gpu.peak_bf16_tflops, "datasheet", preset.gpu.hbm_gib, 8)
+    print_profile(build_result("h100-measured", facts, _ideal_measurements(preset), preset), "h100.json")
+    text = capsys.readouterr().out
+    assert "measured vs dgx-h100" in text and "all-reduce busbw, intra-node, 8 ranks" in text and "wrote h100.json" in text
+    line = next(row for row in text.splitlines() if row.strip().startswith("GEMM ceiling"))
+    assert line.rstrip().endswith("1.00x")
+    size_rows = [row for row in text.splitlines() if row.strip().startswith(("4 KiB", "1 GiB"))]
+    assert len(size_rows) == 2 and all("█" in row for row in size_rows)
