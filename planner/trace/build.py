@@ -175,7 +175,8 @@ class _Builder:
         insts, positions, norm = [i], 0, None
         nxt = self.insts[i + 1] if i + 1 < len(self.insts) else None
         if nxt is not None and isinstance(self.module(nxt), nn.Embedding) and not self.lookup_reads_data(nxt) \
-                and self.module(nxt).embedding_dim == table.embedding_dim and "#" not in nxt.name:
+                and self.module(nxt).embedding_dim == table.embedding_dim and "#" not in nxt.name \
+                and self.module(nxt).num_embeddings >= self.shape.context:  # BERT's 2-row token types are not positions
             positions = self.module(nxt).num_embeddings
             insts.append(i + 1)
         nxt_i = insts[-1] + 1

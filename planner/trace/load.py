@@ -152,6 +152,8 @@ def hf_model(path: str) -> tuple[nn.Module, MakeInputs | None, str]:
     except Exception as exc:  # ImportError of an optional dependency included: bad input, not a crash
         raise InputError(f"transformers cannot build {file}: {type(exc).__name__}: {_first_line(exc)}") from exc
     make_inputs = _seq2seq_inputs if getattr(config, "is_encoder_decoder", False) else None
+    if isinstance(getattr(config, "image_size", None), int) and getattr(config, "vocab_size", None) is None:
+        make_inputs = _image_inputs(config.image_size, getattr(config, "num_channels", 3))
     return module, make_inputs, raw.get("_name_or_path") or file.parent.name or file.stem
 
 
@@ -187,3 +189,8 @@ def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:
 def _seq2seq_inputs(micro_batch: int, seq_len: int) -> dict[str, torch.Tensor]:
     """Encoder and decoder token ids of the same length (an encoder-decoder's example input)."""
     return {"input_ids": token_ids(micro_batch, seq_len), "decoder_input_ids": token_ids(micro_batch, seq_len)}
+
+
+def _image_inputs(size: int, channels: int) -> MakeInputs:
+    """Pixel values of one ``size`` x ``size`` image per sample (a vision model's example input)."""
+    return lambda micro_batch, seq_len: torch.zeros((micro_batch, channels, size, size), device="meta")

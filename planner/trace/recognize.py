@@ -193,7 +193,9 @@ def _fused_experts(block: _Block, hidden: int, skip: tuple[str, ...]) -> _Moe | 
         experts = int(cubes[0].shape[0])
         per = sum(p.numel() for p in cubes) // experts
         dims = {int(d) for p in cubes for d in p.shape[1:]}
-        if per % (3 * hidden) == 0 and 2 * (per // (3 * hidden)) in dims:
+        if len(cubes) == 3 and len({p.numel() for p in cubes}) == 1 and per % (3 * hidden) == 0:
+            ffn, gated = per // (3 * hidden), True  # separate gate, up and down cubes (torchtitan)
+        elif per % (3 * hidden) == 0 and 2 * (per // (3 * hidden)) in dims:
             ffn, gated = per // (3 * hidden), True
         elif per % (2 * hidden) == 0:
             ffn, gated = per // (2 * hidden), False

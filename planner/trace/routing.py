@@ -32,9 +32,10 @@ DATA_DEPENDENT = {
     _aten.nonzero.default, _aten._local_scalar_dense.default, _aten.masked_select.default,
     _aten.bincount.default, _aten.repeat_interleave.Tensor, _aten._unique2.default,
     _aten.unique_consecutive.default, _aten.unique_dim.default, _aten.is_nonzero.default,
-    _aten.nonzero_static.default,
+    _aten.nonzero_static.default, _aten.histc.default,
 }
-"""Ops whose output shape or Python value depends on input values: computed from real inputs."""
+"""Ops whose output shape or Python value depends on input values (and ``histc``, which meta tensors
+cannot run): computed from real inputs."""
 
 
 def balanced_indices(shape: tuple[int, ...], dim: int, candidates: int) -> torch.Tensor:
@@ -67,6 +68,9 @@ def resolve(func: Any, args: tuple, kwargs: dict, shadows: Shadows) -> tuple[boo
     """(handled, output) of a data-dependent op: computed from real values when every tensor input
     has one; a tensor output is an empty traced tensor (meta or fake, like the inputs) of the real
     output's shape, holding that real value as its shadow. Not handled otherwise."""
+    if func is _aten._to_copy.default and str(kwargs.get("device")) == "cpu" and args[0].device.type == "meta":
+        real = shadows.get(args[0])  # ``.tolist()`` / ``.cpu()`` of a routing count: its real value
+        return (True, real.clone()) if real is not None else (False, None)
     if func not in DATA_DEPENDENT:
         return False, None
     tensors = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]

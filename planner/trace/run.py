@@ -136,10 +136,12 @@ class _Run:
 
     def _loose_params(self) -> list[torch.Tensor]:
         """Parameters owned directly by modules outside every unit (a ViT's class token)."""
+        in_units = {id(p) for path in self.units.units for p in self.units.modules[path].parameters()}
         loose = []
         for path, module in self.units.modules.items():
             if self.units.resolve(path) is None:
-                loose.extend(p for p in module._parameters.values() if p is not None)
+                # a parameter a unit also holds (BERT's MLM bias is its decoder's bias) is counted there
+                loose.extend(p for p in module._parameters.values() if p is not None and id(p) not in in_units)
         return loose
 
     def _recorder(self, inputs: list[torch.Tensor]) -> Recorder:

@@ -211,13 +211,13 @@ DLRM_DIM = 128
 
 
 class DLRM(nn.Module):
-    def __init__(self, dense: int = 13) -> None:
+    def __init__(self, dense: int = 13, tables: tuple[int, ...] = DLRM_TABLES, dim: int = DLRM_DIM) -> None:
         super().__init__()
-        d = DLRM_DIM
+        d = dim
         self.bottom_mlp = nn.Sequential(nn.Linear(dense, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                                         nn.Linear(256, d), nn.ReLU())
-        self.embeddings = nn.ModuleList(nn.EmbeddingBag(rows, d, mode="sum") for rows in DLRM_TABLES)
-        pairs = (len(DLRM_TABLES) + 1) * len(DLRM_TABLES) // 2
+        self.embeddings = nn.ModuleList(nn.EmbeddingBag(rows, d, mode="sum") for rows in tables)
+        pairs = (len(tables) + 1) * len(tables) // 2
         self.top_mlp = nn.Sequential(nn.Linear(d + pairs, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                                      nn.Linear(256, 1))
 
