@@ -6,7 +6,7 @@ For each model: the small configuration traced and run for real on CPU (trace ti
 against ``sum(p.numel())``, forward-FLOP error against torch's FlopCounterMode), the layer kinds
 recognised, the full-size model's step time and peak memory against its twin (preset or config
 read as numbers) at tp 2 x pp 2 on 16 A100s and tp 2 x pp 4 on 64 (worst of the two), and whether
-``meshplan plan`` finds a plan that the plan validator accepts (16 A100s).
+``meshplan plan`` finds a plan that the plan validator accepts (16 A100s unless the entry says more).
 """
 
 from __future__ import annotations
@@ -68,8 +68,8 @@ def _plan(entry: catalog.Entry, folder: Path) -> str:
 
     arg, trace = catalog.model_arg(entry, folder)
     try:
-        plan = planner.plan(model=arg, trace=trace, cluster="dgx-a100", gpus=16, top_k=1, time_limit_s=20,
-                            **entry.plan)
+        plan = planner.plan(model=arg, trace=trace, cluster="dgx-a100", top_k=1, time_limit_s=20,
+                            **({"gpus": 16} | entry.plan))
     except planner.InputError as err:
         return f"exit 2: {err}"
     except planner.NoFeasiblePlanError as err:
