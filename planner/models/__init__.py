@@ -19,7 +19,7 @@ from costmodel.specs import EmbeddingLayer, ModelSpec, TransformerLayer
 from planner.errors import InputError
 from planner.models.hf_config import load_hf_config
 from costmodel.params import count_active_params, count_params, layer_params
-from planner.models.presets import PRESETS, build_preset, list_presets
+from planner.models.presets import HF_PRESETS, PRESETS, build_preset, list_presets
 
 __all__ = [
     "resolve_model",
@@ -54,7 +54,7 @@ def _check_factory_target(arg: str, target: str) -> None:
 
 def _unknown_model(arg: str) -> InputError:
     """An error naming the closest preset names (difflib), or the three kinds of ``--model``."""
-    close = difflib.get_close_matches(arg.lower(), PRESETS, n=3, cutoff=0.6)
+    close = difflib.get_close_matches(arg.lower(), [*PRESETS, *HF_PRESETS], n=3, cutoff=0.6)
     if close:
         options = close[0] if len(close) == 1 else f"{', '.join(close[:-1])} or {close[-1]}"
         return InputError(f"unknown model {arg!r}; did you mean {options}? {_LIST_HINT}")
@@ -72,7 +72,7 @@ def resolve_model(arg: str) -> ModelSpec:
     """
     text = arg.strip()
     key = text.lower()
-    if key in PRESETS:
+    if key in PRESETS or key in HF_PRESETS:
         return build_preset(key)
     path = Path(text)
     if path.suffix == ".json" or (path.is_dir() and (path / "config.json").is_file()):

@@ -13,7 +13,7 @@ from typing import Literal
 from costmodel.specs import FfnAct, ModelSpec, NormKind, TransformerLayer
 from planner.models.builder import decoder_lm
 
-__all__ = ["Arch", "PRESETS", "list_presets", "preset_names", "build_preset"]
+__all__ = ["Arch", "HfArch", "HF_PRESETS", "PRESETS", "list_presets", "preset_names", "build_preset"]
 
 Positions = Literal["learned", "rotary", "alibi"]
 
@@ -156,14 +156,44 @@ PRESETS: dict[str, Arch] = {
 }
 
 
+@dataclass(frozen=True, kw_only=True)
+class HfArch:
+    """A preset whose architecture is a published Hugging Face ``config.json`` (read by
+    :func:`planner.models.hf_config.spec_from_hf_dict`): for layouts the table above cannot state
+    (head width apart from hidden / heads, q/k norms, expert widths)."""
+
+    description: str
+    source: str
+    config: dict
+
+
+def _qwen3_moe(layers: int, hidden: int, heads: int, ffn: int, expert_ffn: int) -> dict:
+    """Qwen3-MoE (Qwen/Qwen3-*-A*B/config.json): 128 experts, top-8, 4 KV heads of width 128, q/k
+    RMSNorms, no biases, untied head, vocab 151936, context 40960, every layer sparse."""
+    return dict(model_type="qwen3_moe", hidden_size=hidden, intermediate_size=ffn, moe_intermediate_size=expert_ffn,
+                num_experts=128, num_experts_per_tok=8, num_hidden_layers=layers, num_attention_heads=heads,
+                num_key_value_heads=4, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                decoder_sparse_step=1, mlp_only_layers=[], norm_topk_prob=True, tie_word_embeddings=False,
+                attention_bias=False, use_sliding_window=False, rms_norm_eps=1e-6)
+
+
+HF_PRESETS: dict[str, HfArch] = {
+    "qwen3-30b-a3b": HfArch(description="Qwen3-30B-A3B (MoE: 128 experts, top-8, GQA 4 KV heads of width 128)",
+                            source="Qwen/Qwen3-30B-A3B/config.json", config=_qwen3_moe(48, 2048, 32, 6144, 768)),
+    "qwen3-235b-a22b": HfArch(description="Qwen3-235B-A22B (MoE: 128 experts, top-8, GQA 4 KV heads of width 128)",
+                              source="Qwen/Qwen3-235B-A22B/config.json",
+                              config=_qwen3_moe(94, 4096, 64, 12288, 1536)),
+}
+
+
 def preset_names() -> list[str]:
     """Every preset name, sorted."""
-    return sorted(PRESETS)
+    return sorted([*PRESETS, *HF_PRESETS])
 
 
 def list_presets() -> list[tuple[str, str]]:
     """``(name, one-line description)`` for every preset, sorted by name."""
-    return [(name, PRESETS[name].description) for name in preset_names()]
+    return [(name, (PRESETS.get(name) or HF_PRESETS[name]).description) for name in preset_names()]
 
 
 def _block(arch: Arch) -> TransformerLayer:
@@ -186,7 +216,12 @@ def _block(arch: Arch) -> TransformerLayer:
 
 
 def build_preset(name: str) -> ModelSpec:
-    """Build the spec of preset ``name`` (exact, lower-case key of :data:`PRESETS`)."""
+    """Build the spec of preset ``name`` (exact, lower-case key of :data:`PRESETS` or :data:`HF_PRESETS`)."""
+    if name in HF_PRESETS:
+        from planner.models.hf_config import spec_from_hf_dict
+
+        hf = HF_PRESETS[name]
+        return spec_from_hf_dict(dict(hf.config), name=name, source=f"preset {name} ({hf.source})")
     arch = PRESETS[name]
     block = _block(arch)
     return decoder_lm(

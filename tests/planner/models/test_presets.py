@@ -67,3 +67,24 @@ def test_family_settings() -> None:
     mpt = build_preset("mpt-7b")
     assert mpt.layers[0].max_positions == 2048 and mpt.tied_embeddings
     assert not mpt.layers[1].dropout
+
+
+def test_qwen3_moe_presets_match_the_transformers_model_of_their_config() -> None:
+    import torch
+    import transformers
+
+    from costmodel.params import count_params
+    from planner.models.presets import HF_PRESETS, build_preset
+
+    for name in ("qwen3-30b-a3b", "qwen3-235b-a22b"):
+        spec = build_preset(name)
+        blocks = [x for x in spec.layers if x.kind == "transformer"]
+        config = transformers.Qwen3MoeConfig(**{k: v for k, v in HF_PRESETS[name].config.items() if k != "model_type"})
+        assert (len(blocks), blocks[0].num_experts, blocks[0].moe_top_k, blocks[0].head_dim) == \
+            (config.num_hidden_layers, config.num_experts, config.num_experts_per_tok, config.head_dim)
+        if name == "qwen3-30b-a3b":  # the smaller one is built for real on meta (a few seconds)
+            with torch.device("meta"):
+                model = transformers.Qwen3MoeForCausalLM(config)
+            # the config intake leaves out Qwen3's q/k RMSNorms: 2 x head_dim weights per layer
+            qk_norms = config.num_hidden_layers * 2 * config.head_dim
+            assert count_params(spec) + qk_norms == sum(p.numel() for p in model.parameters())
