@@ -3,10 +3,17 @@
 - ``full``: the layer's forward runs under ``torch.utils.checkpoint.checkpoint`` (non-reentrant): only
   its input is kept, everything else is recomputed in backward (Chen et al. 2016; Megatron-LM
   ``--recompute-granularity full``).
-- ``selective``: the same checkpoint with a selective policy
-  (``torch.utils.checkpoint.create_selective_checkpoint_contexts``): the attention core
-  (scaled-dot-product attention, softmax) is recomputed and every other op's output is kept, which
-  is Megatron-LM's selective recomputation (Korthikanti et al. 2022, section 5).
+- ``selective``: the same checkpoint with torchtitan's op-level selective policy
+  (``_custom_policy`` in ``torchtitan/models/llama3/infra/parallelize.py``, through
+  ``torch.utils.checkpoint.create_selective_checkpoint_contexts``): the outputs of the attention
+  core (the SDPA kernels) and of every other matmul (the 1st, 3rd, ... ``mm`` / ``addmm`` of the
+  layer) must be saved, every other op is recomputed. This is what the cost model's torchtitan
+  engine counts (``costmodel.activations.block_activation_bytes``, ``TORCHTITAN_SAC_SAVED_MM``).
+  Keeping every op's output instead (the closest to Megatron-LM's selective recomputation,
+  Korthikanti et al. 2022, section 5) is unsound in eager PyTorch: composite ops mutate their own
+  temporaries in place (``rms_norm`` computes ``mean(x^2).add_(eps)``), so a cached output changes
+  after it is saved and torch refuses it in backward ("Tensor cached during selective activation
+  checkpoint has been mutated").
 - ``none``: plain call.
 """
 
@@ -25,16 +32,33 @@ _ATTENTION_CORE = {
         getattr(_aten, name, None) for name in (
             "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
             "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
-            "scaled_dot_product_attention", "_softmax", "softmax",
         )
     ) if op is not None
 }
+"""SDPA kernels: their outputs (attention output, log-sum-exp) are saved (torchtitan's ``_save_list``)."""
+_MATMULS = {_aten.mm, _aten.addmm}
+"""Projections: every other one's output is saved (torchtitan saves ``aten.mm``; biased layers run ``addmm``)."""
 
 
-def _attention_core_policy(ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
-    """Recompute the attention core, keep everything else."""
+def _op_level_policy(counts: dict[str, int], ctx: Any, op: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+    """torchtitan's ``_custom_policy``: save SDPA and the odd-numbered matmuls, recompute the rest.
+
+    ``counts`` numbers the matmuls separately in forward and in recomputation, so both passes make
+    the same decisions (the recomputation must replay the forward's choices)."""
     packet = getattr(op, "overloadpacket", op)
-    return CheckpointPolicy.PREFER_RECOMPUTE if packet in _ATTENTION_CORE else CheckpointPolicy.PREFER_SAVE
+    if packet in _ATTENTION_CORE:
+        return CheckpointPolicy.MUST_SAVE
+    if packet in _MATMULS:
+        key = "recompute" if ctx.is_recompute else "forward"
+        counts[key] = counts.get(key, 0) + 1
+        if counts[key] % 2 == 1:
+            return CheckpointPolicy.MUST_SAVE
+    return CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _selective_contexts() -> Any:
+    """Fresh checkpoint contexts (and matmul counts) for one call of a layer."""
+    return create_selective_checkpoint_contexts(partial(_op_level_policy, {}))
 
 
 def apply_recompute(module: nn.Module, mode: str) -> None:
@@ -57,5 +81,4 @@ def _checkpointed(forward: Callable[..., Any], mode: str, *args: Any, **kwargs: 
         return forward(*args, **kwargs)
     if mode == "full":
         return checkpoint(forward, *args, use_reentrant=False, **kwargs)
-    context = partial(create_selective_checkpoint_contexts, _attention_core_policy)
-    return checkpoint(forward, *args, use_reentrant=False, context_fn=context, **kwargs)
+    return checkpoint(forward, *args, use_reentrant=False, context_fn=_selective_contexts, **kwargs)

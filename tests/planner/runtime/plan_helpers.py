@@ -47,6 +47,17 @@ def gpt_spec(layers: int = 4) -> ModelSpec:
                       source="gpt-1.7b preset shape, scaled down", learned_positions=64)
 
 
+def llama_spec(layers: int = 4) -> ModelSpec:
+    """The ``llama3.1-8b`` preset's shape (RMSNorm, SwiGLU, grouped-query attention, rotary positions)
+    scaled down to hidden 32, 4 heads, 2 KV heads, FFN 64, vocab 128, untied: the runtime's own
+    ``DecoderLM`` with ``nn.RMSNorm``, which the Hugging Face Llama does not use."""
+    preset = build_preset("llama3.1-8b")
+    block = preset.layers[1].model_copy(update=dict(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8,
+                                                    ffn_hidden_size=64))
+    return decoder_lm("tiny-llama-preset", blocks=[block] * layers, vocab_size=128, tied_embeddings=False,
+                      max_seq_len=64, source="llama3.1-8b preset shape, scaled down")
+
+
 def make_plan(model_arg: Any, cfg: dict[str, Any], spec: ModelSpec | None = None, cluster: str = "dgx-a100") -> Plan:
     """The plan of exactly ``cfg`` (``ParallelConfig`` fields; global batch and seq default to BATCH, SEQ;
     the micro-batch to one micro-batch per step without pipelining and ``pp`` micro-batches with it)."""

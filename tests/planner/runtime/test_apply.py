@@ -124,6 +124,40 @@ def test_recompute_reruns_the_forward_in_backward(mode: str, forwards: int) -> N
     torch.testing.assert_close(module.lin.weight.grad, plain.lin.weight.grad)
 
 
+def test_selective_recompute_of_an_rmsnorm_preset_block_matches_plain_backward() -> None:
+    """nn.RMSNorm mutates its own temporary (``mean(x^2).add_(eps)``): a policy that saved every op's
+    output failed in backward ("Tensor cached during selective activation checkpoint has been mutated")."""
+    from planner.models.presets import build_preset
+    from planner.runtime.models import Block
+
+    spec = build_preset("llama3.1-8b").layers[1].model_copy(update=dict(hidden_size=32, num_heads=4, num_kv_heads=2,
+                                                                         head_dim=8, ffn_hidden_size=64))
+    torch.manual_seed(0)
+    plain, module = Block(spec, rotary=True), Block(spec, rotary=True)
+    module.load_state_dict(plain.state_dict())
+    assert isinstance(module.attn_norm, nn.RMSNorm)
+    apply_recompute(module, "selective")
+    x = torch.randn(2, 16, 32)
+    plain(x).square().sum().backward()
+    module(x).square().sum().backward()
+    for (name, p), q in zip(plain.named_parameters(), module.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, msg=name)
+
+
+def test_selective_policy_saves_sdpa_and_every_other_matmul() -> None:
+    """torchtitan's op-level policy, which the cost model's torchtitan engine counts."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    from planner.runtime.recompute import _op_level_policy
+
+    aten, counts = torch.ops.aten, {}
+    forward = type("Ctx", (), {"is_recompute": False})()
+    decide = [_op_level_policy(counts, forward, op) for op in (aten.mm.default, aten.add.Tensor, aten.addmm.default,
+                                                               aten.mm.default, aten._scaled_dot_product_flash_attention_for_cpu.default)]
+    must, again = CheckpointPolicy.MUST_SAVE, CheckpointPolicy.PREFER_RECOMPUTE
+    assert decide == [must, again, again, must, must]
+
+
 def test_a_plan_from_config_plan_applies_as_written(llama: str, fake_world) -> None:
     """``meshplan estimate ... -o plan.json`` (``planner.config_plan``) writes plans apply takes unchanged."""
     plan = planner.config_plan(model=llama, cluster=str(HERE / "data" / "laptop-cpu-4.json"), gpus=8, global_batch=8,

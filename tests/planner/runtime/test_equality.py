@@ -2,7 +2,8 @@
 
 Fourteen plan shapes on 2, 4 and 8 CPU gloo processes, for three models: a small Llama from a
 ``config.json`` (transformers), a small GPT of the ``gpt-1.7b`` preset's shape (the runtime's own
-builder) and a traced custom ``nn.Module``. Each trains three fp32 AdamW steps from the same seeded
+builder) and a traced custom ``nn.Module``; and selective recomputation under FSDP2 and under TP for
+a small model of the ``llama3.1-8b`` preset's shape (``nn.RMSNorm``). Each trains three fp32 AdamW steps from the same seeded
 weights on the same seeded batches; losses and final parameters must equal one-process training
 (tolerances in ``equality.py``). A plan from ``meshplan plan`` on a four-"GPU" CPU cluster file is
 applied as written, and a deliberately wrong split (the first stage boundary moved in the applied
@@ -18,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from equality import Job, Reference, compare, reference, results, run_world
-from plan_helpers import gpt_spec, make_plan, write_llama_config
+from plan_helpers import gpt_spec, llama_spec, make_plan, write_llama_config
 
 HERE = Path(__file__).parent
 RECOMPUTE = ["none", "full", "selective", "none", "full", "none", "none"]
@@ -47,6 +48,13 @@ SHAPES: dict[int, dict[str, dict]] = {
     },
 }
 
+RMSNORM_SHAPES = {
+    "fsdp_selective": {"dp": 2, "zero": 3, "recompute": "selective"},
+    "tp_sp_selective": {"tp": 2, "sp": True, "recompute": "selective"},
+}
+"""Selective recomputation of a block with ``nn.RMSNorm``, which mutates its own temporaries (the
+``llama3.1-8b`` preset's shape, built by the runtime's ``DecoderLM``), under FSDP2 and under TP."""
+
 CPU_CLUSTER = HERE / "data" / "laptop-cpu-4.json"
 """A cluster file of four CPU "GPUs" (the README's laptop example)."""
 
@@ -59,7 +67,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def references(models: dict[str, object]) -> dict[str, Reference]:
-    return {name: reference(model) for name, model in models.items()}
+    return {name: reference(model) for name, model in {**models, "preset": llama_spec()}.items()}
 
 
 def _jobs(models: dict[str, object], shapes: dict[str, dict]) -> list[Job]:
@@ -87,7 +95,7 @@ def world2(models: dict[str, object], tmp_path_factory: pytest.TempPathFactory) 
     out = tmp_path_factory.mktemp("world2")
     llama = models["llama"]
     wrong = Job("llama-wrong_split", llama, make_plan(llama, {"pp": 2}).to_json(), corrupt=True)
-    jobs = _jobs(models, SHAPES[2])
+    jobs = _jobs(models, SHAPES[2]) + _jobs({"preset": llama_spec()}, RMSNORM_SHAPES)
     run_world(2, jobs + [wrong], out)
     return out, jobs
 
