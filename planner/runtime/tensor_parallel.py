@@ -8,8 +8,11 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
   calls row-parallel (attention output, MLP down: the last projection of the attention module, the
   MLP projection back to the hidden size) get ``RowwiseParallel``; Hugging Face modules reshape
   with ``-1`` heads, so local heads follow;
-- the token embedding (an ``nn.Embedding``) is vocab-split (``RowwiseParallel``); a composite
-  embedding (token plus position table) stays replicated;
+- the token embedding is vocab-split (Megatron-LM's ``VocabParallelEmbedding``): an ``nn.Embedding``
+  with ``RowwiseParallel``; the runtime's preset :class:`~planner.runtime.models.Embedding` (token
+  plus optional position table) with :class:`VocabParallelTables`, which shards the token table by
+  rows and lets DTensor's embedding rule mask the other ranks' ids and sum the partial rows; a
+  position table stays replicated; other composite embeddings stay replicated;
 - the head is ``ColwiseParallel``; its logits stay vocab-sharded for ``loss_parallel`` when the
   head's stage also computes the loss without a pipeline, and are gathered otherwise;
 - with sequence parallelism (Korthikanti et al. 2022, section 4.2.2) the residual stream between
@@ -21,9 +24,12 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
 
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
-from torch.distributed.tensor import Replicate, Shard
+from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.parallel import (
     ColwiseParallel,
     PrepareModuleInput,
@@ -32,10 +38,44 @@ from torch.distributed.tensor.parallel import (
     SequenceParallel,
     parallelize_module,
 )
+from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from planner.errors import InputError
 from planner.runtime.layers import LayerUnit
 from planner.runtime.stage import StageModule
+
+
+class VocabParallelTables(ParallelStyle):
+    """Vocab-split ``token_weight`` (``Shard(0)``), replicated ``position_weight``, replicated token ids in,
+    ``output_layout`` out (``Replicate()``, or ``Shard(1)`` under sequence parallelism) as a local tensor.
+
+    The module's own ``F.embedding(tokens, token_weight)`` on DTensors runs torch's vocab-parallel
+    embedding rule (``torch/distributed/tensor/_ops/_embedding_ops.py``: ids outside this rank's rows
+    are masked, the partial rows summed when the output is redistributed), as ``RowwiseParallel`` does
+    for an ``nn.Embedding``."""
+
+    def __init__(self, output_layout: Shard | Replicate) -> None:
+        super().__init__()
+        self.output_layout = output_layout
+
+    @staticmethod
+    def _partition(name: str, module: nn.Module, mesh: DeviceMesh) -> None:
+        for pname, param in list(module.named_parameters(recurse=False)):
+            placement = Shard(0) if pname == "token_weight" else Replicate()
+            module.register_parameter(pname, nn.Parameter(distribute_tensor(param, mesh, [placement])))
+
+    @staticmethod
+    def _input(module: nn.Module, inputs: tuple[Any, ...], mesh: DeviceMesh) -> tuple[Any, ...]:
+        tokens = inputs[0]
+        if not isinstance(tokens, DTensor):
+            tokens = DTensor.from_local(tokens, mesh, [Replicate()], run_check=False)
+        return (tokens, *inputs[1:])
+
+    def _output(self, module: nn.Module, out: DTensor, mesh: DeviceMesh) -> torch.Tensor:
+        return out.redistribute(mesh, [self.output_layout]).to_local()
+
+    def _apply(self, module: nn.Module, device_mesh: DeviceMesh) -> nn.Module:
+        return distribute_module(module, device_mesh, self._partition, self._input, self._output)  # type: ignore[arg-type]
 
 
 def block_roles(block: nn.Module) -> tuple[dict[str, str], list[str], int]:
@@ -102,18 +142,28 @@ def _gather_around(module: nn.Module, mesh: DeviceMesh) -> None:
     parallelize_module(module, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
 
 
+def _apply_embedding(module: nn.Module, mesh: DeviceMesh, sp: bool) -> None:
+    """Vocab-split an ``nn.Embedding`` or the preset embedding; other embeddings stay replicated."""
+    from planner.runtime.models import Embedding
+
+    out = Shard(1) if sp else Replicate()
+    if isinstance(module, (nn.Embedding, Embedding)):
+        vocab = module.num_embeddings if isinstance(module, nn.Embedding) else module.token_weight.shape[0]
+        if vocab % mesh.size():
+            raise InputError(f"vocabulary {vocab} is not divisible by tp {mesh.size()}; pad the vocabulary or plan another tp")
+        style = RowwiseParallel(input_layouts=Replicate(), output_layouts=out) if isinstance(module, nn.Embedding) else VocabParallelTables(out)
+        parallelize_module(module, mesh, style)
+    elif sp:
+        parallelize_module(module, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
+
+
 def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, loss_parallel: bool) -> None:
     """Parallelize every layer of ``stage`` over the ``tp`` mesh (see the module docstring)."""
     tp = mesh.size()
     for unit in stage.units:
         module = stage.layer(unit)
         if unit.kind == "embedding":
-            if isinstance(module, nn.Embedding):
-                if module.num_embeddings % tp:
-                    raise InputError(f"vocabulary {module.num_embeddings} is not divisible by tp {tp}; pad the vocabulary or plan another tp")
-                parallelize_module(module, mesh, RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1) if sp else Replicate()))
-            elif sp:
-                parallelize_module(module, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
+            _apply_embedding(module, mesh, sp)
         elif unit.kind == "block":
             _apply_block(unit, module, mesh, sp)
         elif unit.kind == "norm" and sp:

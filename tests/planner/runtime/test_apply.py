@@ -53,6 +53,21 @@ def test_meta_module_on_fake_world_is_split_without_materialising(llama: str, fa
     assert [u.index for u in runtime.stages[0].units] == plan.stages[1].layers
 
 
+@pytest.mark.parametrize("sp", [False, True])
+def test_preset_embedding_is_split_by_vocabulary_under_tp(sp: bool, fake_world) -> None:
+    """Megatron's VocabParallelEmbedding, as the plan and the cost model assume: rows of the token
+    table over tp, the position table replicated."""
+    from torch.distributed.tensor import Replicate, Shard
+
+    spec = gpt_spec()
+    fake_world(1, 2)
+    runtime = planner.apply(make_plan(spec, {"tp": 2, "sp": sp}, spec=spec), build_model(spec), device_type="cpu")
+    params = dict(runtime.named_parameters())
+    tokens, positions = params["embed.token_weight"], params["embed.position_weight"]
+    assert isinstance(tokens, DTensor) and tokens.placements == (Shard(0),) and tokens.to_local().shape == (64, 32)
+    assert isinstance(positions, DTensor) and positions.placements == (Replicate(),)
+
+
 @pytest.mark.parametrize("model", ["gpt", "custom", "llama"])
 def test_block_roles_follow_the_tracer(model: str, llama: str) -> None:
     arg = {"gpt": gpt_spec(), "custom": CUSTOM, "llama": llama}[model]
