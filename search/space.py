@@ -13,7 +13,6 @@ schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and th
 from __future__ import annotations
 
 import itertools
-import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 

@@ -81,11 +81,11 @@ class SearchRequest:
     per virtual stage; the Megatron-Core r0.8.0 462B weak-scaling run uses 7)."""
     nonuniform: bool = True
     """Search non-uniform stage splits and per-layer recomputation (False: uniform only)."""
+    constraints: Constraints = field(default_factory=Constraints)
+    """Dimensions fixed or bounded by the user; the search explores the rest."""
     precisions: tuple[str, ...] = ("bf16",)
     """GEMM precisions to search (``("bf16", "fp8")`` adds FP8 projections where the GPU has FP8
     tensor cores; ``costmodel.precision``)."""
-    constraints: Constraints = field(default_factory=Constraints)
-    """Dimensions fixed or bounded by the user; the search explores the rest."""
 
 
 @dataclass(frozen=True)
