@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Callable, Iterator
 
 import torch
@@ -124,6 +125,22 @@ class Runtime:
         return float(value) / (dist.get_world_size() // self.mesh.pp)
 
 
+def _vocab_sharded_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], tp_mesh: Any,
+                        logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """``loss_fn`` on the last pipeline stage's local vocabulary shard of the logits, under ``loss_parallel``.
+
+    A ``PipelineStage`` hands its output to the schedule's loss as it left the stage: the head's
+    local shard (``Shard(-1)`` over tp, :mod:`~planner.runtime.tensor_parallel`). It is wrapped back
+    into a DTensor so that torch's vocab-parallel cross-entropy (``loss_parallel``, active around the
+    whole schedule step, backward included) never gathers the full vocabulary; the replicated loss
+    leaves as a plain tensor for the schedule."""
+    from torch.distributed.tensor import DTensor, Shard
+
+    sharded = DTensor.from_local(logits, tp_mesh, [Shard(-1)], run_check=False)
+    loss = loss_fn(sharded, labels)
+    return loss.to_local() if isinstance(loss, DTensor) else loss
+
+
 def _plain(t: torch.Tensor) -> torch.Tensor:
     """A replicated DTensor (a loss under ``loss_parallel``) as a plain tensor."""
     from torch.distributed.tensor import DTensor
@@ -177,12 +194,13 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
-    loss_parallel = pmesh.tp > 1 and pmesh.pp == 1
+    loss_parallel = pmesh.tp > 1
     if pmesh.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
 
         for stage in stages:
-            apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=plan.mesh.sp, loss_parallel=loss_parallel)
+            apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=plan.mesh.sp, loss_parallel=loss_parallel,
+                                  local_logits=pmesh.pp > 1)
     if pmesh.dp > 1:
         from planner.runtime.fsdp import apply_fsdp
 
@@ -194,6 +212,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     if pmesh.pp > 1:
         from planner.runtime.pipeline import build_schedule
 
+        loss = runtime.loss_fn if pmesh.tp == 1 else partial(_vocab_sharded_loss, runtime.loss_fn, pmesh.mesh["tp"])
         runtime.schedule = build_schedule(plan.schedule.name, stages, chunks, len(plan.stages), pmesh.mesh["pp"], device,
-                                          plan.schedule.num_microbatches, runtime.loss_fn)
+                                          plan.schedule.num_microbatches, loss)
     return runtime

@@ -13,8 +13,9 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
   plus optional position table) with :class:`VocabParallelTables`, which shards the token table by
   rows and lets DTensor's embedding rule mask the other ranks' ids and sum the partial rows; a
   position table stays replicated; other composite embeddings stay replicated;
-- the head is ``ColwiseParallel``; its logits stay vocab-sharded for ``loss_parallel`` when the
-  head's stage also computes the loss without a pipeline, and are gathered otherwise;
+- the head is ``ColwiseParallel``; its logits stay vocab-sharded for ``loss_parallel`` (Megatron-LM's
+  vocab-parallel cross-entropy): a DTensor without pipelining, the local shard on a pipeline's last
+  stage, which :mod:`planner.runtime.apply` wraps back into a DTensor inside the schedule's loss;
 - with sequence parallelism (Korthikanti et al. 2022, section 4.2.2) the residual stream between
   layers is sharded on the sequence dimension: block norms run as ``SequenceParallel`` and their
   output is gathered (``PrepareModuleOutput``) for the column projections, row projections
@@ -157,8 +158,11 @@ def _apply_embedding(module: nn.Module, mesh: DeviceMesh, sp: bool) -> None:
         parallelize_module(module, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
 
 
-def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, loss_parallel: bool) -> None:
-    """Parallelize every layer of ``stage`` over the ``tp`` mesh (see the module docstring)."""
+def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, loss_parallel: bool,
+                          local_logits: bool = False) -> None:
+    """Parallelize every layer of ``stage`` over the ``tp`` mesh (see the module docstring). With
+    ``loss_parallel`` the head's logits stay vocab-sharded: a DTensor, or (``local_logits``, for a
+    pipeline stage, whose outputs the schedule hands on as they are) this rank's plain shard."""
     tp = mesh.size()
     for unit in stage.units:
         module = stage.layer(unit)
@@ -172,7 +176,8 @@ def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, los
             if module.out_features % tp:
                 raise InputError(f"head width {module.out_features} is not divisible by tp {tp}; pad the vocabulary or plan another tp")
             style = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),
-                                    output_layouts=Shard(-1) if loss_parallel else Replicate(), use_local_output=not loss_parallel)
+                                    output_layouts=Shard(-1) if loss_parallel else Replicate(),
+                                    use_local_output=local_logits or not loss_parallel)
             parallelize_module(module, mesh, style)
         elif sp:
             _gather_around(module, mesh)

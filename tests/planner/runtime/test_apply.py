@@ -68,6 +68,16 @@ def test_preset_embedding_is_split_by_vocabulary_under_tp(sp: bool, fake_world) 
     assert isinstance(positions, DTensor) and positions.placements == (Replicate(),)
 
 
+def test_last_pipeline_stage_keeps_logits_vocab_sharded_under_tp(fake_world) -> None:
+    """TP x PP: the last stage hands its schedule the local vocabulary shard (loss_parallel), never the
+    gathered full-vocabulary logits."""
+    spec = gpt_spec()
+    fake_world(3, 4)  # pipeline rank 1 (blocks, norm, head), tp rank 1
+    runtime = planner.apply(make_plan(spec, {"pp": 2, "tp": 2}, spec=spec), build_model(spec), device_type="cpu")
+    logits = runtime.stages[0](torch.empty(2, 16, 32, device="meta"))
+    assert runtime.loss_parallel and not isinstance(logits, DTensor) and logits.shape == (2, 16, 64)
+
+
 @pytest.mark.parametrize("model", ["gpt", "custom", "llama"])
 def test_block_roles_follow_the_tracer(model: str, llama: str) -> None:
     arg = {"gpt": gpt_spec(), "custom": CUSTOM, "llama": llama}[model]
