@@ -87,6 +87,9 @@ def _tracked_memory(runtime: Runtime, tokens: torch.Tensor) -> tuple[float, floa
     if runtime.schedule is not None:
         loss, seconds = _timed_step(runtime, tokens)
         return loss, seconds, _state_bytes(runtime), STATES_SOURCE
+    if runtime.plan.schedule.num_microbatches > 1:  # MemTracker refuses a module run twice in one session
+        loss, seconds = _timed_step(runtime, tokens)
+        return loss, seconds, _state_bytes(runtime), ACCUMULATION_SOURCE
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = MemTracker()
@@ -102,6 +105,8 @@ CUDA_SOURCE = "torch.cuda.max_memory_allocated / max_memory_reserved"
 TRACKER_SOURCE = "torch.distributed._tools.mem_tracker.MemTracker peak over one step; reserved = process peak RSS"
 STATES_SOURCE = ("parameters, gradients and optimizer states alive after one step (MemTracker's hooks do not support "
                  "the autograd.grad calls of torch.distributed.pipelining); reserved = process peak RSS")
+ACCUMULATION_SOURCE = ("parameters, gradients and optimizer states alive after one step (MemTracker refuses a module "
+                       "called once per micro-batch within one step); reserved = process peak RSS")
 
 
 def _state_bytes(runtime: Runtime) -> float:

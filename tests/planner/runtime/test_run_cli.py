@@ -37,6 +37,10 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
                 "--global-batch", "8", "--seq-len", "16", "-o", "plan.json", cwd=folder)
     assert done.returncode == 0, done.stderr
     (folder / "one_rank.json").write_text(make_plan(config, {}).to_json())
+    done = _run(sys.executable, CLI, "estimate", "--model", config, "--cluster", str(DATA / "laptop-cpu-4.json"), "--gpus", "1",
+                "--global-batch", "4", "--seq-len", "16", "--tp", "1", "--pp", "1", "--micro-batch", "1",
+                "-o", "accumulate.json", cwd=folder)
+    assert done.returncode == 0, done.stderr
     (folder / "gpt_plan.json").write_text(make_plan(gpt_spec(), {"tp": 2, "dp": 2}, spec=gpt_spec()).to_json())
     return folder, config
 
@@ -81,6 +85,18 @@ def test_a_one_rank_plan_runs_in_process_with_torchs_memory_tracker(setup: tuple
     (memory,) = record.memory
     assert "MemTracker" in memory.source and memory.error is not None
     # at least the fp32 weights, gradients and two AdamW moments of the 49,440 parameters
+    assert memory.peak_allocated_gib * 2**30 >= 4 * 4 * record.model.params
+
+
+def test_a_one_rank_plan_with_gradient_accumulation_runs(setup: tuple[Path, str]) -> None:
+    """Four micro-batches per step (MemTracker refuses a module called once per micro-batch): the run
+    completes and reports the parameter, gradient and optimizer-state bytes instead."""
+    folder, config = setup
+    done = _run(sys.executable, CLI, "run", "accumulate.json", "--model", config, "--steps", "2", "--warmup", "1", "--json", cwd=folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = RunRecord.model_validate_json(done.stdout)
+    (memory,) = record.memory
+    assert "micro-batch" in memory.source and len(record.losses) == 2
     assert memory.peak_allocated_gib * 2**30 >= 4 * 4 * record.model.params
 
 
