@@ -12,6 +12,7 @@ identity, the ZeRO and precision sections and the pipeline's ZeRO limit itself. 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -39,13 +40,16 @@ class PlanMpu:
 
 
 @pytest.fixture(scope="module")
-def parsed(engine_plans, tmp_path_factory) -> dict[str, tuple[Any, Any, Any]]:
+def parsed(engine_plans, tmp_path_factory) -> Iterator[dict[str, tuple[Any, Any, Any]]]:
     """(plan, export, DeepSpeedConfig) per DeepSpeed case."""
     import deepspeed
     import deepspeed.comm as dist
     from deepspeed.runtime.config import DeepSpeedConfig
 
-    if not dist.is_initialized():
+    import torch.distributed
+
+    created = not dist.is_initialized()
+    if created:
         store = tmp_path_factory.mktemp("ds") / "store"
         deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, init_method=f"file://{store}", rank=0, world_size=1)
     out = {}
@@ -53,7 +57,9 @@ def parsed(engine_plans, tmp_path_factory) -> dict[str, tuple[Any, Any, Any]]:
         assert plan_problems(plan) == [], cid
         result = export(plan, "deepspeed")
         out[cid] = (plan, result, DeepSpeedConfig(dict(result.config), mpu=PlanMpu(plan)))
-    return out
+    yield out
+    if created:  # later tests start their own (fake) process groups
+        torch.distributed.destroy_process_group()
 
 
 def test_every_model_is_covered(parsed) -> None:
