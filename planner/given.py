@@ -14,8 +14,6 @@ A configuration that does not fit in memory has no plan (``NoFeasiblePlanError``
 from __future__ import annotations
 
 import os
-import tempfile
-from pathlib import Path
 from typing import Any
 
 from costmodel.specs import ParallelConfig
@@ -23,6 +21,7 @@ from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
 from planner.constraints import PlanConstraints
 from planner.errors import InputError, NoFeasiblePlanError
+from planner.files import write_atomic
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
 from planner.schema import Plan
 from search.types import Candidate, Constraints, SearchRequest, SearchResult, SearchStats
@@ -76,24 +75,7 @@ def fixed_constraints(cfg: Any) -> PlanConstraints:
 def save_plan(plan: Plan, path: str | os.PathLike[str]) -> None:
     """Write ``plan.to_json()`` to ``path`` atomically: a temporary file beside it, then a rename, so
     that readers see the old file or the new one and a failure leaves nothing behind."""
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        write_atomic(path, plan.to_json())
     except OSError as err:
-        raise InputError(f"cannot write the plan {path}: {err.strerror}; check the directory") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(plan.to_json())
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600: give a new file's usual mode
-        os.replace(tmp, target)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
         raise InputError(f"cannot write the plan {path}: {err.strerror}; check the path") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

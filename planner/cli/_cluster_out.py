@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
-from planner.cli._common import UsageError
+from planner.cli._common import UsageError, write_output
 
 
 def check_target(path: str) -> None:
@@ -22,21 +20,10 @@ def check_target(path: str) -> None:
 
 
 def write_cluster_file(path: str, entry: dict[str, Any]) -> None:
-    """Write ``entry`` as indented JSON atomically (a temporary file beside it, then a rename), so a
+    """Write ``entry`` as indented JSON atomically (:func:`planner.cli._common.write_output`), so a
     failure never leaves a half-written cluster file."""
     check_target(path)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(json.dumps(entry, indent=2) + "\n")
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_output(path, json.dumps(entry, indent=2) + "\n")
 
 
 def resolve_cluster_entry(entry: dict[str, Any], path: str) -> None:

@@ -9,7 +9,6 @@ import argparse
 import os
 import stat
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -113,28 +112,13 @@ def write_output(path: str, text: str, flag: str = "-o", executable: bool = Fals
     """Write ``text`` atomically (a temporary file beside ``path``, then a rename): readers see the old
     file or the new one, never a partial one, and on failure nothing is left behind. Refuses what
     :func:`check_output` refuses; a failure to write is a "cannot write" :class:`UsageError`."""
+    from planner.files import write_atomic
+
     check_output(path, flag)
-    target = Path(path)
-    folder = target.parent if str(target.parent) else Path(".")
     try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{target.name}.", suffix=".tmp")
+        write_atomic(path, text, executable)
     except OSError as err:
         raise UsageError(f"{flag} {path}: cannot write it: {err.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, (0o777 if executable else 0o666) & ~umask)  # mkstemp makes 0600: a new file's usual mode
-        os.replace(tmp, target)
-    except OSError as err:
-        Path(tmp).unlink(missing_ok=True)
-        raise UsageError(f"{flag} {path}: cannot write it: {err.strerror}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 @contextmanager
