@@ -94,6 +94,10 @@ class EngineTerms:
     sdpa_fa2: bool = False
     """Attention runs PyTorch SDPA's flash backend, FlashAttention-2 (torchtitan), rather than the
     GPU's fastest fused kernel (Transformer Engine's cuDNN attention in Megatron-LM / NeMo)."""
+    tp_async_backward: bool = False
+    """The column-parallel linears' backward collectives run asynchronously behind their GEMMs
+    (megatron/core/tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``;
+    ``costmodel.layer_transformer.tp_comm``)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -126,6 +130,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         cp_all_gather=titan,
         sdpa_fa2=titan,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
+        tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
     )
 
 

@@ -171,16 +171,54 @@ def tp_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, hidden_size: int) -> f
     return comm.all_reduce(cluster, group, cfg.tokens * hidden_size * ACT_BYTES)
 
 
+def tp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, gemm_s: float) -> tuple[float, float]:
+    """(link, exposed) time of a block's TP collectives per micro-batch, in all-reduce equivalents
+    ``a`` (an all-gather + reduce-scatter pair under SP moves the same bytes, Korthikanti et al. 2022
+    §4.2.2): 2a forward and 2a backward (+2a forward again under full recompute), all exposed, unless
+    the engine hides the column-parallel linears' backward collectives behind their GEMMs (Megatron,
+    megatron/core/tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``:
+    QKV's and FC1's input-gradient all-reduce, or reduce-scatter under SP, runs asynchronously while
+    the weight-gradient GEMM runs; under SP the sharded input is re-gathered asynchronously during
+    the input-gradient GEMM, one more ``a`` of link time). Each linear's hidden share is exposed only
+    beyond its GEMM's time; the row-parallel linears' collectives stay on the critical path.
+    With ``tp_comm_overlap`` (Transformer Engine userbuffers) every collective is chunked behind the
+    block's ``gemm_s`` of GEMM time, except the first chunk of each (1/t of the pipelined ones; the
+    re-gather is a bulk overlap)."""
+    if cfg.tp == 1:
+        return 0.0, 0.0
+    a = tp_all_reduce(cluster, cfg, layer.hidden_size)
+    forward = (4 if cfg.recompute == "full" else 2) * a
+    if cfg.tp_comm_overlap:
+        regather = a if cfg.sp and cfg.terms is not None and cfg.terms.tp_async_backward else 0.0
+        link = forward + 2 * a + regather
+        return link, max(link - gemm_s, (forward + 2 * a) / cfg.tp)
+    if cfg.terms is None or not cfg.terms.tp_async_backward:
+        return forward + 2 * a, forward + 2 * a
+    gemms = _column_gemm_times(layer, cfg, cluster)
+    if cfg.sp:  # per column linear: re-gather (a/2) behind dgrad, reduce-scatter (a/2) behind wgrad
+        return forward + 3 * a, forward + a + sum(2 * max(0.0, a / 2 - g) for g in gemms)
+    return forward + 2 * a, forward + sum(max(0.0, a - g) for g in gemms)
+
+
+def _column_gemm_times(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
+    """Forward GEMM time of the attention's and the MLP's column-parallel linears (QKV; FC1 or gate
+    + up), which a backward GEMM of equal size mirrors; 0 for an MLP of experts (not in the list)."""
+    groups: list[float] = [0.0]
+    for n, k, _ in _projections(layer, cfg):
+        if k == layer.hidden_size:
+            groups[-1] += matmul_time(cluster, cfg.tokens, n, k, 1, cfg.fp8_speedup)
+        elif groups[-1]:
+            groups.append(0.0)
+    groups += [0.0, 0.0]
+    return groups[0], groups[1]
+
+
 def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
-    """Cost of one transformer block: 2 TP all-reduces forward and 2 backward (+2 under full
-    recompute), CP ring exchanges, EP all-to-alls, ZeRO-3 gathers, activations per Korthikanti."""
+    """Cost of one transformer block: TP collectives (:func:`tp_comm`), CP ring exchanges, EP all-to-alls, ZeRO-3 gathers, activations per Korthikanti."""
     fwd, bwd, selective, attn = _transformer_compute(layer, cfg, cluster)
     h = layer.hidden_size
     recompute = {"none": 0.0, "selective": selective, "full": fwd}[cfg.recompute]
-    tp_link = tp_all_reduce(cluster, cfg, h) * (4 + (2 if cfg.recompute == "full" else 0))
-    tp_exposed = tp_link
-    if cfg.tp_comm_overlap and cfg.tp > 1:
-        tp_exposed = max(tp_link - (fwd + bwd - attn), tp_link / cfg.tp)
+    tp_link, tp_exposed = tp_comm(layer, cfg, cluster, fwd + bwd - attn)
     cp_link, cp_exposed = _cp_comm(layer, cfg, cluster, attn)
     ep_link = _ep_comm(layer, cfg, cluster)
     local = _transformer_local_params(layer, cfg)

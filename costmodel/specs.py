@@ -316,6 +316,10 @@ class ParallelConfig(BaseModel):
     """Sharded-parameter all-gathers overlap compute (prefetch)."""
     tp_comm_overlap: bool = False
     """TP communication overlaps its GEMMs (Transformer Engine userbuffers; needs sp)."""
+    tp_async_backward: bool | None = None
+    """The column-parallel linears' backward TP collectives run behind their GEMMs (Megatron-LM since
+    its sequence-parallel release, ``LinearWithGradAccumulationAndAsyncCommunication``); None: the
+    engine's default (``costmodel.engines``)."""
     zero3_bucket_params: int = Field(default=0, ge=0)
     """Parameters fetched per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit).
     DeepSpeed fetches in ``stage3_prefetch_bucket_size`` buckets (default 50,000,000)."""

@@ -109,7 +109,7 @@ class StepEstimate:
 
 def _terms(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
     """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
-    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1)
+    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward)
     hit = table.memo.get(key)
     if hit is None:
         hit = table.memo[key] = engine_terms(cfg)

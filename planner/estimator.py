@@ -208,6 +208,7 @@ def estimate(
     target: str | None = None,
     precision: str = "bf16",
     tp_overlap: bool | None = None,
+    tp_async: bool | None = None,
     grad_reduce_dtype: str | None = None,
     dp_overlap: bool | None = None,
     compile: bool | None = None,
@@ -220,7 +221,7 @@ def estimate(
     gpus / (tp x pp x cp)). A configuration that does not fit still estimates, with ``fits`` False and
     ``over_by_gib``. ``target`` (native, megatron, torchtitan, deepspeed) models what that engine does;
     ``precision`` fp8 runs the blocks' projections as FP8 GEMMs; the engine knobs (``attention``
-    flash/eager, ``tp_overlap``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
+    flash/eager, ``tp_overlap``, ``tp_async``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
     ``loss_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). ``stage_layers``
     gives the model layers of each of the pp x vpp chunks in chunk order (e.g. Llama 3 405B's layout:
     the first chunk only the embedding, the last only the final norm and the head). Raises
@@ -245,7 +246,7 @@ def estimate(
         seq_len=seq_len, sp=sp, recompute=recompute, zero=zero, schedule=schedule, attention=attention,
         stage_layers=tuple(stage_layers) if stage_layers is not None else None,
         knobs=dict(
-            target=target, precision=precision, tp_overlap=tp_overlap, grad_reduce_dtype=grad_reduce_dtype,
+            target=target, precision=precision, tp_overlap=tp_overlap, tp_async=tp_async, grad_reduce_dtype=grad_reduce_dtype,
             dp_overlap=dp_overlap, compile=compile, loss_fusion=loss_fusion,
             offload_optimizer=offload_optimizer, offload_activations=offload_activations,
         ),

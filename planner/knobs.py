@@ -30,7 +30,7 @@ def _flag(value: Any, name: str, problems: list[str]) -> bool | None:
 
 def knob_settings(cluster: ClusterSpec, settings: dict[str, Any], knobs: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
     """(ParallelConfig fields, assumptions, problems) for the engine knobs ``knobs`` (keys: target,
-    precision, tp_overlap, grad_reduce_dtype, dp_overlap, compile, loss_fusion, offload_optimizer,
+    precision, tp_overlap, tp_async, grad_reduce_dtype, dp_overlap, compile, loss_fusion, offload_optimizer,
     offload_activations; None = the engine's default) given the parallel ``settings`` (tp, sp, zero)."""
     problems: list[str] = []
     assumptions: list[str] = []
@@ -76,6 +76,11 @@ def _overlaps(settings: dict[str, Any], knobs: dict[str, Any], target: str, prob
         if target == "torchtitan" and knobs.get("compile") is False:
             problems.append("tp-overlap: torchtitan's async TP needs compile (drop --no-compile)")
         out["tp_comm_overlap"] = True
+    tp_async = _flag(knobs.get("tp_async"), "tp_async", problems)
+    if tp_async is not None:
+        out["tp_async_backward"] = tp_async
+    elif target in ("megatron", "native") and settings.get("tp", 1) > 1:
+        assumptions.append("tp backward: the column-parallel linears' gradient collectives run behind their GEMMs (Megatron's async TP; --no-tp-async for code before it)")
     dp_overlap = _flag(knobs.get("dp_overlap"), "dp_overlap", problems)
     if dp_overlap is not None:
         out["overlap_grad_reduce"] = out["overlap_param_gather"] = dp_overlap

@@ -33,7 +33,8 @@ ASSUMPTIONS: dict[str, str] = {
         "examples/sc21, SC21_RUNS): their micro-batch, virtual stages and DDP (torch DDP = gradient "
         "all-reduce overlapped with backward for pp = 1, local DDP = not overlapped for pp > 1); fp16 "
         "(--fp16) so fp16 gradients are all-reduced; full recompute (--recompute-method uniform; eq. 3 "
-        "counts it); eager attention with dropout (2021, no FlashAttention); GPT-3 PTD-P rows split "
+        "counts it); eager attention with dropout (2021, no FlashAttention); synchronous TP collectives "
+        "(the code predates Megatron's async TP all-reduce of late 2021, apex PR #1183); GPT-3 PTD-P rows split "
         "model parallelism 96 as tp 8 x pp 12 with 2 layers per virtual stage (run_figure_12.sh: the "
         "same model and split). ZeRO-3 rows (DeepSpeed, fp16): DeepSpeed's default prefetch bucket "
         "(5e7 parameters per all-gather), fetched on demand without overlap (latency-bound rings over "
@@ -56,7 +57,8 @@ ASSUMPTIONS: dict[str, str] = {
     ),
     "shoeybi": (
         "engine megatron, unfused (compile off). "
-        "micro-batch = the 8 sequences per replica; eager attention; full recompute; fp16 gradient "
+        "micro-batch = the 8 sequences per replica; eager attention; full recompute; synchronous TP "
+        "collectives; fp16 gradient "
         "all-reduce without overlap; Megatron-LM of 2019 without its later fused kernels (scale, mask and "
         "softmax as separate passes: its v1.0 release reports 39 -> 62 TFLOP/s from such fusions)"
     ),
@@ -216,7 +218,7 @@ def _narayanan(row: dict[str, str]) -> ParallelConfig:
         tp=tp, pp=pp, dp=n // (tp * pp), vpp=vpp, micro_batch=_int(row, "micro_batch", mbs),
         global_batch=gbs, seq_len=_int(row, "seq_len"), recompute="full", attention="eager",
         grad_bytes=2, grad_reduce_bytes=2, overlap_grad_reduce=torch_ddp, overlap_param_gather=False,
-        schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron",
+        schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron", tp_async_backward=False,
     )
 
 
@@ -279,7 +281,7 @@ def _shoeybi(row: dict[str, str]) -> ParallelConfig:
     return ParallelConfig(
         tp=tp, dp=dp, micro_batch=_int(row, "global_batch") // dp, global_batch=_int(row, "global_batch"),
         seq_len=_int(row, "seq_len"), recompute="full", attention="eager", grad_bytes=2,
-        grad_reduce_bytes=2, overlap_grad_reduce=False, engine="megatron", compile=False,
+        grad_reduce_bytes=2, overlap_grad_reduce=False, engine="megatron", compile=False, tp_async_backward=False,
     )
 
 

@@ -37,7 +37,7 @@ CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
 _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
 _ENGINE_FLAGS = (
-    "target", "precision", "attention", "tp_overlap", "grad_reduce_dtype", "dp_overlap", "compile",
+    "target", "precision", "attention", "tp_overlap", "tp_async", "grad_reduce_dtype", "dp_overlap", "compile",
     "loss_fusion", "offload_optimizer", "offload_activations",
 )
 """Engine knobs (``planner.knobs``): None = the target engine's default."""
@@ -165,6 +165,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     eng.add_argument("--precision", choices=("bf16", "fp8"), help="GEMM precision of the blocks' projections (default bf16; MXFP8 on Blackwell)")
     eng.add_argument("--attention", choices=("flash", "eager"), help="attention kernel (default flash; eager on GPUs without FlashAttention)")
     eng.add_argument("--tp-overlap", action=argparse.BooleanOptionalAction, help="overlap TP communication with GEMMs (Megatron --tp-comm-overlap, torchtitan async TP)")
+    eng.add_argument("--tp-async", action=argparse.BooleanOptionalAction, help="TP backward collectives behind the column-parallel GEMMs (Megatron's async TP; default on for megatron/native)")
     eng.add_argument("--grad-reduce-dtype", choices=("bf16", "fp32"), help="gradient reduction dtype (default: the engine's, fp32)")
     eng.add_argument("--dp-overlap", action=argparse.BooleanOptionalAction, help="overlap gradient reduction and parameter gathers with compute (default on)")
     eng.add_argument("--compile", action=argparse.BooleanOptionalAction, help="fused elementwise kernels: torch.compile (torchtitan default off), Megatron's fused kernels (default on)")
