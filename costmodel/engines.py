@@ -40,11 +40,6 @@ TORCH_LOGIT_WORK = 12.0
 still held: the saved fp32 ``log_softmax`` output (4), the fp32 gradient of ``nll_loss`` (4) and
 that of ``log_softmax``'s input (4); the bf16 logits were dropped after the loss (``del pred``,
 torchtitan/train.py)."""
-EAGER_NORM_EXTRA_BYTES_PER_H = 16.0
-"""Extra bytes per token per hidden element an eager (uncompiled) block holds while it runs:
-torchtitan's RMSNorm computes in fp32 (``x.float()``, the normalised fp32 product and the cast
-back: 4 + 4 + 2 bytes against the fused kernel's 2) in both norms (torchtitan/models/llama/model.py)
-[derived]."""
 DEEPSPEED_PIPE_INSTRUCTION_S = 0.5e-3
 """Host time of one DeepSpeed pipeline-engine instruction (``deepspeed/runtime/pipe/engine.py``
 executes ``LoadMicroBatch``, ``ForwardPass``, ``BackwardPass``, ``SendActivation``, ``RecvGrad``, ...

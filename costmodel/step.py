@@ -27,8 +27,18 @@ ADAM_BYTES_PER_PARAM = 30
 """Adam step traffic per local parameter: read fp32 grad, master, m, v (16 B), write master, m, v
 (12 B) and the bf16 copy (2 B) (costmodel-notes 2.3, derived)."""
 GRAD_BUCKET_PARAMS = 40_000_000
-"""Megatron DDP gradient bucket size in parameters (``--ddp-bucket-size`` default 40M): the last
-bucket's reduction cannot overlap backward."""
+"""Megatron DDP's least gradient bucket, in parameters: with ``--overlap-grad-reduce`` and no
+``--ddp-bucket-size`` a bucket holds max(40M, 1M x dp) parameters (megatron/core/distributed/
+distributed_data_parallel.py: larger DP groups get larger buckets so that ring chunks stay
+bandwidth-bound). Each bucket is one collective, launched when its last gradient is ready."""
+GRAD_BUCKET_PARAMS_PER_RANK = 1_000_000
+"""Megatron's bucket growth per data-parallel rank (same source as :data:`GRAD_BUCKET_PARAMS`)."""
+DEEPSPEED_REDUCE_BUCKET_PARAMS = 500_000_000
+"""DeepSpeed ZeRO ``reduce_bucket_size`` default (elements reduced per collective; DeepSpeed config
+docs, zero_optimization)."""
+TORCH_DDP_BUCKET_BYTES = 25 * 2**20
+"""PyTorch DDP ``bucket_cap_mb`` default, 25 MiB of gradients per bucket (torch.nn.parallel.
+DistributedDataParallel), which torchtitan's DDP path uses."""
 STEP_FIXED_S: float = EfficiencySpec.model_fields["step_fixed_s"].default
 """Default fixed time per training step outside the layers' kernels: launching the optimizer and
 gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that drain the GPU's
@@ -230,8 +240,10 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     ZeRO-0: all-reduce of gradients (2Ψ); ZeRO-1/2: reduce-scatter gradients, all-gather updated
     parameters (same 2Ψ, ZeRO §7); ZeRO-3 communicates per layer instead (``costmodel.local``),
     except FSDP2 under pipelining, which gathers and reduces once per step like ZeRO-1. With
-    ``overlap_grad_reduce`` the reduction hides behind the last micro-batch's backward except the last
-    bucket; with ``overlap_param_gather`` the gather hides behind the next step's first forward. A
+    ``overlap_grad_reduce`` the reduction runs in buckets (:func:`grad_bucket_params`, one collective
+    each) behind the last micro-batch's backward, and only the last bucket, or what does not fit
+    behind the backward, is exposed; with ``overlap_param_gather`` the gather runs in the same
+    buckets behind the next step's first forward, all but the first bucket hidden. A
     rank r stages later in the pipeline finishes its backward earlier, which gives it slack (a type's
     first rank has the least).
     """
@@ -243,17 +255,42 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     link = exposed = 0.0
     for t, first in zip(r.types, r.first_rank):
         dense, expert = t.params - t.expert_params, t.expert_params
-        red = per_step * (dense_red(dense * cfg.grad_reduce_bytes) + expert_red(expert * cfg.grad_reduce_bytes))
-        gather = dense_ag(dense * cfg.param_bytes) + expert_ag(expert * cfg.param_bytes) if cfg.zero else 0.0
+        buckets = max(1, math.ceil(t.params / grad_bucket_params(cfg))) if cfg.overlap_grad_reduce else 1
+        red, red_last = _bucketed(dense_red, expert_red, dense, expert, cfg.grad_reduce_bytes, buckets)
+        red *= per_step
         red_exposed = red
         if cfg.overlap_grad_reduce and not (cfg.pp > 1 and _terms(table, cfg).dp_after_flush):
-            bucket = min(1.0, GRAD_BUCKET_PARAMS / max(t.params, 1.0))
-            red_exposed = max(red * bucket, red - t.bwd_s * per_step)
-        gather_exposed = max(0.0, gather - t.fwd_s) if cfg.overlap_param_gather else gather
+            red_exposed = max(red_last, red - t.bwd_s * per_step)
+        gather, gather_first = _bucketed(dense_ag, expert_ag, dense, expert, cfg.param_bytes, buckets) if cfg.zero else (0.0, 0.0)
+        gather_exposed = max(gather_first, gather - t.fwd_s) if cfg.overlap_param_gather else gather
         slack = first * (t.fwd_s + t.bwd_s) / cfg.vpp
         exposed = max(exposed, red_exposed + gather_exposed - slack)
         link = max(link, red + gather)
     return link, exposed
+
+
+def grad_bucket_params(cfg: ParallelConfig) -> float:
+    """Parameters per gradient bucket of ``cfg.engine`` (:data:`GRAD_BUCKET_PARAMS`,
+    :data:`DEEPSPEED_REDUCE_BUCKET_PARAMS`, :data:`TORCH_DDP_BUCKET_BYTES`)."""
+    if cfg.engine == "deepspeed":
+        return DEEPSPEED_REDUCE_BUCKET_PARAMS
+    if cfg.engine == "torchtitan":
+        return TORCH_DDP_BUCKET_BYTES / cfg.grad_reduce_bytes
+    return max(GRAD_BUCKET_PARAMS, GRAD_BUCKET_PARAMS_PER_RANK * cfg.dp * cfg.cp)
+
+
+def _bucketed(dense_cost: comm.Cost, expert_cost: comm.Cost, dense: float, expert: float, nbytes: float,
+              buckets: int) -> tuple[float, float]:
+    """(all buckets, one bucket) of a bucketed collective over ``dense`` + ``expert`` parameters of
+    ``nbytes`` each. The buckets are sized so that the ring's chunks stay bandwidth-bound (Megatron's
+    max(40M, 1M x dp) rule, :data:`GRAD_BUCKET_PARAMS`) and are issued back to back as their
+    gradients become ready, so NCCL pipelines them like one collective: the whole costs one
+    collective's latency [assumption]; the one bucket, a collective of its own, is what cannot
+    overlap (the last gradient bucket after the backward, the first parameter bucket before the next
+    forward)."""
+    whole = dense_cost(dense * nbytes) + expert_cost(expert * nbytes)
+    one = dense_cost(dense * nbytes / buckets) + expert_cost(expert * nbytes / buckets)
+    return whole, min(whole, one)
 
 
 def _dp_coefficients(table: CostTable, cfg: ParallelConfig) -> tuple[tuple[comm.Cost, comm.Cost], tuple[comm.Cost, comm.Cost]]:
