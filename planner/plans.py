@@ -29,6 +29,7 @@ def plan(
     global_batch: int,
     seq_len: int,
     target: str = "native",
+    precision: str = "bf16",
     top_k: int = 3,
     time_limit_s: float | None = None,
     memory_headroom_gib: float = 0.0,
@@ -59,20 +60,29 @@ def plan(
     cluster's ``runtime_overhead_gib``, so the plan's echoed cluster, its memory breakdown (buffers)
     and the validator all see it.
 
+    ``precision`` ``fp8`` searches plans whose blocks' projections run as FP8 GEMMs (Transformer
+    Engine / torchao / MXFP8 on Blackwell, ``costmodel.precision``); a GPU without FP8 tensor cores
+    is bad input.
+
     Raises :class:`InputError` for bad input and :class:`NoFeasiblePlanError` (with the nearest miss
     and what would make it fit) when nothing fits.
     """
     from search.core import search_plan
 
     _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s, memory_headroom_gib)
+    if precision not in ("bf16", "fp8"):
+        raise InputError(f"precision must be bf16 or fp8 (got {precision!r:.40})")
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
+    if precision == "fp8" and cluster_spec.gpu.peak_fp8_tflops is None:
+        raise InputError(f"precision fp8: GPU {cluster_spec.gpu.name} has no FP8 tensor cores (use --precision bf16)")
     if memory_headroom_gib:
         overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
         cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
     chosen = read_constraints(model_spec, gpus, global_batch, target, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero,
                               micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]
-                        time_limit_s=default_time_limit(gpus, time_limit_s), constraints=Constraints(**chosen.model_dump()))
+                        time_limit_s=default_time_limit(gpus, time_limit_s), constraints=Constraints(**chosen.model_dump()),
+                        precisions=(precision,))
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
         raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))
@@ -154,7 +164,8 @@ def build_plan(model_arg: Any, model: ModelSpec, cluster: ClusterSpec, req: Sear
         planner_version=PLANNER_VERSION,
         model=_model_info(model_arg, model, trace),
         cluster=cluster,
-        request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target, top_k=req.top_k,
+        request=RequestInfo(gpus=req.gpus, global_batch=req.global_batch, seq_len=req.seq_len, target=req.target,
+                            precision=req.precisions[-1], top_k=req.top_k,  # type: ignore[arg-type]
                             time_limit_s=req.time_limit_s, constraints=constraints),
         mesh=Mesh(dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, cp=cfg.cp, ep=cfg.ep, sp=cfg.sp, zero=cfg.zero, gpus_per_node=cluster.gpus_per_node, nodes=-(-req.gpus // cluster.gpus_per_node)),
         schedule=ScheduleInfo(name=cfg.schedule, virtual_stages=cfg.vpp, micro_batch=cfg.micro_batch, num_microbatches=cfg.num_microbatches, global_batch=cfg.global_batch),

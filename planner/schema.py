@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, Precision
 from planner.constraints import PlanConstraints
 from planner.estimator import EstimateResult
 
@@ -54,6 +54,8 @@ class RequestInfo(BaseModel):
     global_batch: int
     seq_len: int
     target: Target
+    precision: Precision = "bf16"
+    """GEMM precision asked for (``plan --precision``); the chosen one is ``config.precision``."""
     top_k: int
     time_limit_s: float | None
     constraints: PlanConstraints | None = None

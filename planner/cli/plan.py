@@ -52,6 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how = parser.add_argument_group("search")
     how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native",
                      help="restrict the plan to what this engine can express (default native: everything)")
+    how.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
+                     help="GEMM precision of the blocks' projections (fp8: Transformer Engine / torchao FP8, MXFP8 on Blackwell; needs FP8 tensor cores)")
     how.add_argument("--top-k", metavar="K", type=_non_negative_int, default=3, help="runners-up to record (default 3)")
     how.add_argument("--time-limit", metavar="SEC", type=_positive_float,
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
@@ -125,7 +127,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with stdout_to_stderr():  # a factory's prints, a solver's banner: stdout carries the result alone
             plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
-                             seq_len=args.seq_len, target=args.target, top_k=args.top_k, time_limit_s=args.time_limit,
+                             seq_len=args.seq_len, target=args.target, precision=args.precision, top_k=args.top_k, time_limit_s=args.time_limit,
                              memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress,
                              sp=args.sp, recompute=args.recompute, schedule=args.schedule,
                              **{name: getattr(args, name) for name in _CONSTRAINED})

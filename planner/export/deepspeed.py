@@ -75,6 +75,7 @@ def deepspeed_export(plan: Plan, model: ModelSpec) -> DeepSpeedExport:
     _check_mesh(plan)
     parts = chunks(plan, model)
     mode = uniform_recompute(plan, TARGET, parts)
+    _check_offload(plan, mode)
     if mode == "selective":
         raise UnsupportedPlanError(TARGET, "config.recompute", "selective recomputation: DeepSpeed checkpoints whole layers (activation_checkpoint_interval); re-plan with --target deepspeed")
     if s.micro_batch * s.num_microbatches * m.dp != s.global_batch:
@@ -100,6 +101,20 @@ def deepspeed_export(plan: Plan, model: ModelSpec) -> DeepSpeedExport:
     return DeepSpeedExport(header=describe(plan), config=config, code=code, notes=notes)
 
 
+def _check_offload(plan: Plan, mode: str) -> None:
+    """FP8 and what DeepSpeed can offload: its config has no FP8 GEMM switch (FP8 comes from
+    Transformer Engine layers in the model code); ``offload_optimizer`` works with ZeRO 1-3;
+    activations go to the host only as the checkpoints of full recomputation
+    (``activation_checkpointing.cpu_checkpointing``)."""
+    cfg = plan.config
+    if cfg.precision == "fp8":
+        raise UnsupportedPlanError(TARGET, "config.precision", "fp8: DeepSpeed's config has no FP8 GEMM setting (FP8 needs Transformer Engine layers in the model); re-plan with --precision bf16")
+    if cfg.offload_optimizer and plan.mesh.zero == 0:
+        raise UnsupportedPlanError(TARGET, "config.offload_optimizer", "zero 0: DeepSpeed offloads the optimizer with ZeRO stages 1-3 only (zero_optimization.offload_optimizer)")
+    if cfg.offload_activations and mode != "full":
+        raise UnsupportedPlanError(TARGET, "config.offload_activations", "without full recomputation: DeepSpeed moves only activation checkpoints to the host (cpu_checkpointing)")
+
+
 def _check_mesh(plan: Plan) -> None:
     """What DeepSpeed's config and pipeline engine cannot take."""
     m, s = plan.mesh, plan.schedule
@@ -120,6 +135,8 @@ def _config(plan: Plan, partition: str | None, interval: int) -> dict[str, Any]:
         zero["overlap_comm"] = cfg.overlap_grad_reduce
     if m.zero == 3 and cfg.zero3_bucket_params:
         zero["stage3_prefetch_bucket_size"] = cfg.zero3_bucket_params
+    if cfg.offload_optimizer:
+        zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
     config: dict[str, Any] = {
         "train_batch_size": s.global_batch,
         "train_micro_batch_size_per_gpu": s.micro_batch,
@@ -131,7 +148,7 @@ def _config(plan: Plan, partition: str | None, interval: int) -> dict[str, Any]:
     if m.tp > 1 and m.pp == 1:
         config["tensor_parallel"] = {"autotp_size": m.tp}
     if interval:
-        config["activation_checkpointing"] = {"partition_activations": False, "cpu_checkpointing": False,
+        config["activation_checkpointing"] = {"partition_activations": cfg.offload_activations, "cpu_checkpointing": cfg.offload_activations,
                                               "contiguous_memory_optimization": False, "synchronize_checkpoint_boundary": False,
                                               "profile": False}
     if partition is not None:

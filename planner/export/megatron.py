@@ -200,7 +200,38 @@ def _training_args(plan: Plan, parts: list[Chunk]) -> list[str]:
         args.append("--bf16")
     if cfg.grad_reduce_bytes == 2:
         args.append("--grad-reduce-in-bf16")
-    return args + recompute_args(parts)
+    return args + precision_args(plan) + offload_args(plan, parts) + recompute_args(parts)
+
+
+def precision_args(plan: Plan) -> list[str]:
+    """FP8 as the cost model runs it (``costmodel.precision``): Transformer Engine's hybrid format
+    (E4M3 forward, E5M2 gradients; ``--fp8-format`` fills ``TransformerConfig.fp8``) with delayed
+    scaling, or MXFP8 block scaling where the GPU has it (``--fp8-recipe``, ``TransformerConfig.fp8_recipe``)."""
+    if plan.config.precision != "fp8":
+        return []
+    return ["--fp8-format", "hybrid", "--fp8-recipe", "mxfp8" if plan.cluster.gpu.mxfp8 else "delayed"]
+
+
+def offload_args(plan: Plan, parts: list[Chunk]) -> list[str]:
+    """Host offload: the distributed optimizer's CPU offload (``--optimizer-cpu-offload``,
+    ``OptimizerConfig.optimizer_cpu_offload``; it needs ``--use-distributed-optimizer``) and activation
+    offloading (``--cpu-offloading``, ``TransformerConfig.cpu_offloading``: every layer but the last,
+    the most ``cpu_offloading_num_layers`` allows; not with pipeline parallelism or recomputation,
+    which ``TransformerConfig`` refuses)."""
+    cfg, m = plan.config, plan.mesh
+    args: list[str] = []
+    if cfg.offload_optimizer:
+        if m.zero != 1:
+            raise UnsupportedPlanError(TARGET, "config.offload_optimizer", f"zero {m.zero}: Megatron-LM offloads the optimizer of its distributed optimizer only (zero 1)")
+        args.append("--optimizer-cpu-offload")
+    if cfg.offload_activations:
+        if m.pp > 1:
+            raise UnsupportedPlanError(TARGET, "config.offload_activations", f"pp {m.pp}: Megatron-LM's activation offloading does not support pipeline parallelism")
+        if any(mode != "none" for c in parts for mode in c.block_recompute):
+            raise UnsupportedPlanError(TARGET, "config.offload_activations", "with recomputation: Megatron-LM's activation offloading refuses recomputed layers")
+        blocks = sum(len(c.blocks) for c in parts)
+        args += ["--cpu-offloading", "--cpu-offloading-num-layers", str(max(1, blocks - 1))]
+    return args
 
 
 def recompute_args(parts: list[Chunk]) -> list[str]:

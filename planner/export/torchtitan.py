@@ -107,6 +107,7 @@ def torchtitan_export(plan: Plan, model: ModelSpec) -> TorchtitanExport:
     notes.append("the data, tokenizer (hf_assets_path), optimizer and checkpointing stay those of the base config")
     if plan.config.grad_reduce_bytes == 2:
         notes.append("the plan assumed bf16 gradient reduction; torchtitan 0.3.0 reduces in float32 only")
+    notes += _offload_notes(plan)
     m = plan.mesh
     return TorchtitanExport(
         header=describe(plan), base=base, flavor=flavor, precision=plan.config.precision, parallelism=_parallelism(plan, model, parts), activation_checkpoint=mode,
@@ -164,6 +165,20 @@ def module_fqns(model: ModelSpec, parts: list[Chunk]) -> list[list[str]]:
     return names
 
 
+def _offload_notes(plan: Plan) -> list[str]:
+    """torchtitan offloads through FSDP2's ``CPUOffloadPolicy`` (``training.enable_cpu_offload``),
+    which moves parameters and gradients with the optimizer states, under FSDP only; it has no
+    activation offloading."""
+    cfg = plan.config
+    if cfg.offload_activations:
+        raise UnsupportedPlanError(TARGET, "config.offload_activations", "torchtitan has no activation offloading (only FSDP2 CPU offload of parameters, gradients and optimizer states)")
+    if not cfg.offload_optimizer:
+        return []
+    if plan.mesh.zero != 3:
+        raise UnsupportedPlanError(TARGET, "config.offload_optimizer", f"zero {plan.mesh.zero}: torchtitan offloads through FSDP2 (zero 3) only")
+    return ["enable_cpu_offload also moves parameters and gradients to the host (FSDP2 CPUOffloadPolicy): slower than the plan's optimizer-only offload"]
+
+
 def _training(plan: Plan) -> dict[str, Any]:
     """Batch in samples: with PP a device takes GBS/DP per step in micro-batches of
     ``pipeline_parallel_microbatch_size``; without PP, ``local_batch_size`` is the micro-batch and
@@ -175,4 +190,6 @@ def _training(plan: Plan) -> dict[str, Any]:
                            "mixed_precision_reduce": "float32"}
     if m.pp > 1:
         out["disable_cuda_graphs"] = True
+    if cfg.offload_optimizer:
+        out["enable_cpu_offload"] = True
     return out

@@ -83,10 +83,19 @@ ENGINE_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gpt175b-megatron-interleaved": ("gpt3-175b", "megatron", dict(tp=8, pp=16, dp=8, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=1536, seq_len=2048, recompute="selective")),
     "gpt175b-torchtitan": ("gpt3-175b", "torchtitan", dict(tp=8, pp=8, dp=16, sp=True, zero=3, global_batch=1536, seq_len=2048, recompute="full")),
     "gpt175b-deepspeed": ("gpt3-175b", "deepspeed", dict(tp=8, pp=16, dp=8, zero=1, global_batch=1536, seq_len=2048, recompute="full")),
+    "llama8b-megatron-fp8-offload": ("llama3.1-8b", "megatron", dict(tp=2, dp=4, sp=True, zero=1, global_batch=64, seq_len=4096, recompute="none",
+                                                                      precision="fp8", offload_optimizer=True, offload_activations=True)),
+    "llama8b-deepspeed-offload": ("llama3.1-8b", "deepspeed", dict(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, recompute="full",
+                                                                    offload_optimizer=True, offload_activations=True)),
+    "llama8b-torchtitan-offload": ("llama3.1-8b", "torchtitan", dict(dp=8, zero=3, global_batch=64, seq_len=4096, micro_batch=2, recompute="selective",
+                                                                      offload_optimizer=True)),
     "mixtral-megatron": ("mixtral-8x7b", "megatron", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=1, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-torchtitan": ("mixtral-8x7b", "torchtitan", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=3, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-deepspeed": ("mixtral-8x7b", "deepspeed", dict(tp=1, pp=2, dp=32, ep=8, zero=1, global_batch=256, seq_len=4096, recompute="full")),
 }
+CASE_CLUSTERS = {"llama8b-megatron-fp8-offload": "grand-teton-h100", "llama8b-deepspeed-offload": "grand-teton-h100",
+                 "llama8b-torchtitan-offload": "grand-teton-h100"}
+"""Cases on another cluster than DGX H100 (offloading needs a cluster that states its host link)."""
 """Plans whose exports the engines' own code reads (test_engines_*.py): Llama 3.1 8B / 70B / 405B,
 GPT-3 175B and Mixtral 8x7B for every export target, with interleaved, uneven and CP plans. Each
 is a valid plan for its target on DGX H100 (the tests check that first)."""
@@ -96,6 +105,6 @@ is a valid plan for its target on DGX H100 (the tests check that first)."""
 def engine_plans() -> Callable[[str], list[tuple[str, Plan]]]:
     """``engine_plans(target)``: the (id, plan) pairs of :data:`ENGINE_CASES` for ``target``."""
     def of(target: str) -> list[tuple[str, Plan]]:
-        return [(cid, make_plan(model=m, cluster="dgx-h100", target=t, **cfg)) for cid, (m, t, cfg) in ENGINE_CASES.items() if t == target]
+        return [(cid, make_plan(model=m, cluster=CASE_CLUSTERS.get(cid, "dgx-h100"), target=t, **cfg)) for cid, (m, t, cfg) in ENGINE_CASES.items() if t == target]
 
     return of

@@ -97,6 +97,27 @@ def test_pipeline_partition_is_the_planned_split(parsed) -> None:
         assert module["activation_checkpoint_interval"] == (1 if plan.config.recompute == "full" else 0), cid
 
 
+def test_offload_reaches_deepspeeds_zero_and_checkpointing_config(parsed) -> None:
+    """``zero_optimization.offload_optimizer`` (CPU) and ``activation_checkpointing.cpu_checkpointing``
+    as DeepSpeedConfig reads them."""
+    seen = False
+    for cid, (plan, _, ds) in parsed.items():
+        device = ds.zero_config.offload_optimizer.device if ds.zero_config.offload_optimizer else None
+        assert (device == "cpu") == plan.config.offload_optimizer, cid
+        assert ds.activation_checkpointing_config.cpu_checkpointing == plan.config.offload_activations, cid
+        seen |= plan.config.offload_optimizer and plan.config.offload_activations
+    assert seen
+
+
+def test_fp8_is_refused_in_one_line(plan_of) -> None:
+    from planner.export.common import UnsupportedPlanError
+
+    plan = plan_of(tp=1, pp=2, dp=4, zero=1, global_batch=64, seq_len=4096, recompute="full", precision="fp8")
+    with pytest.raises(UnsupportedPlanError, match="config.precision") as err:
+        export(plan, "deepspeed")
+    assert "\n" not in str(err.value) and "--precision bf16" in str(err.value)
+
+
 def test_native_moe_with_zero3_is_refused_as_deepspeeds_engine_does(plan_of) -> None:
     from planner.export.common import UnsupportedPlanError
 

@@ -28,15 +28,16 @@ CONFIG_FIELDS = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size", "expert_model_parallel_size",
     "sequence_parallel", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
     "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules", "normalization",
-    "add_qkv_bias", "bf16", "tp_comm_overlap", "pipeline_model_parallel_layout",
+    "add_qkv_bias", "bf16", "tp_comm_overlap", "pipeline_model_parallel_layout", "fp8_recipe", "cpu_offloading",
+    "cpu_offloading_num_layers",
 }
 """Flags whose dest is a ``TransformerConfig`` / ``ModelParallelConfig`` field of the same name."""
-RENAMED = {"num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size"}
+RENAMED = {"fp8_format": "fp8", "num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size"}
 TRAINING_FLAGS = {
     "micro_batch_size", "global_batch_size", "seq_length", "max_position_embeddings", "position_embedding_type",
     "untie_embeddings_and_output_weights", "use_distributed_optimizer", "overlap_grad_reduce", "overlap_param_gather",
     "grad_reduce_in_bf16", "use_megatron_fsdp", "data_parallel_sharding_strategy", "ckpt_format", "group_query_attention",
-    "swiglu", "disable_bias_linear",
+    "swiglu", "disable_bias_linear", "optimizer_cpu_offload",
 }
 """Flags ``pretrain_gpt.py`` reads outside the transformer config (or that set several fields)."""
 LIST_FLAGS = {"recompute_modules"}
@@ -81,7 +82,7 @@ def _value(key: str, value: Any) -> Any:
         return value
     if key == "moe_layer_freq":
         return eval(value, {"__builtins__": {}})  # Megatron-LM evaluates this flag as a Python list expression
-    if key in ("normalization", "recompute_granularity", "recompute_method", "pipeline_model_parallel_layout"):
+    if key in ("normalization", "recompute_granularity", "recompute_method", "pipeline_model_parallel_layout", "fp8_format", "fp8_recipe"):
         return value
     return int(value)
 
@@ -95,6 +96,23 @@ def parsed(engine_plans) -> dict[str, tuple[Any, dict[str, Any], Any]]:
         args = parse_argv(export(plan, "megatron").argv())
         out[cid] = (plan, args, transformer_config(args))
     return out
+
+
+def test_fp8_and_offload_reach_megatron_config(parsed) -> None:
+    """FP8 plans run Transformer Engine's hybrid format with delayed scaling (the cost model's
+    recipe on Hopper); offloading plans set the distributed optimizer's CPU offload (an
+    ``OptimizerConfig`` field) and activation offloading, which megatron-core accepts."""
+    from dataclasses import fields
+
+    from megatron.core.optimizer import OptimizerConfig
+
+    for cid, (plan, args, cfg) in parsed.items():
+        fp8 = plan.config.precision == "fp8"
+        assert (cfg.fp8, cfg.fp8_recipe if fp8 else None) == (("hybrid", "delayed") if fp8 else (None, None)), cid
+        assert cfg.cpu_offloading == plan.config.offload_activations, cid
+        assert args.get("optimizer_cpu_offload", False) == plan.config.offload_optimizer, cid
+    assert "optimizer_cpu_offload" in {f.name for f in fields(OptimizerConfig)}
+    assert any(p.config.precision == "fp8" and p.config.offload_optimizer for p, _, _ in parsed.values())
 
 
 def test_every_model_and_shape_is_covered(parsed) -> None:

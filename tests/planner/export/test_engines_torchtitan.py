@@ -67,6 +67,22 @@ def test_batch_and_micro_batches_as_planned(parsed) -> None:
         assert t.mixed_precision_reduce == "float32"
 
 
+def test_optimizer_offload_reaches_torchtitans_config(parsed) -> None:
+    """``training.enable_cpu_offload`` (FSDP2 CPUOffloadPolicy) for optimizer offload."""
+    for cid, (plan, cfg) in parsed.items():
+        assert cfg.training.enable_cpu_offload == plan.config.offload_optimizer, cid
+    assert any(plan.config.offload_optimizer for plan, _ in parsed.values())
+
+
+def test_activation_offload_is_refused_in_one_line(plan_of) -> None:
+    from planner.export import export
+    from planner.export.common import UnsupportedPlanError
+
+    plan = plan_of(cluster="grand-teton-h100", dp=8, zero=3, global_batch=64, seq_len=4096, recompute="full", offload_activations=True)
+    with pytest.raises(UnsupportedPlanError, match="config.offload_activations"):
+        export(plan, "torchtitan")
+
+
 def test_activation_checkpointing_policy_is_the_plans(parsed) -> None:
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
 
