@@ -76,6 +76,9 @@ def test_megatron_knobs_and_attention_kernel() -> None:
     assert fused.step_time_s < plain.step_time_s and fused.peak_memory_gib < plain.peak_memory_gib
     eager = planner.estimate(**base, target="megatron", attention="eager")
     assert eager.step_time_s > plain.step_time_s and eager.config["attention"] == "eager"
+    sync = planner.estimate(**base, target="megatron", tp_async=False)  # Megatron-LM before its async TP backward
+    assert sync.config["tp_async_backward"] is False and sync.step_time_s > plain.step_time_s
+    assert any("async TP" in a for a in plain.assumptions)
 
 
 @pytest.mark.parametrize(
@@ -87,6 +90,7 @@ def test_megatron_knobs_and_attention_kernel() -> None:
         (dict(target="trt"), "target must be one of"),
         (dict(grad_reduce_dtype="fp16"), "grad-reduce-dtype"),
         (dict(offload_optimizer=True), "host_link_bandwidth_gbps"),
+        (dict(tp_async="yes"), "tp_async must be True, False or None"),
     ],
 )
 def test_bad_engine_knobs_are_one_line(changes: dict, needle: str) -> None:
@@ -111,9 +115,9 @@ def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
     bad = subprocess.run([sys.executable, str(cli), *args[:-1], "--cluster", "dgx-a100"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no FP8 tensor cores" in bad.stderr and "Traceback" not in bad.stderr
     layout = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64", "--seq-len", "4096",
-              "--tp", "2", "--pp", "2", "--vpp", "3", "--stage-layers", "1,8,8,8,8,2", "--schedule", "interleaved-1f1b", "--json"]
+              "--tp", "2", "--pp", "2", "--vpp", "3", "--stage-layers", "1,8,8,8,8,2", "--schedule", "interleaved-1f1b", "--no-tp-async", "--json"]
     cfg = json.loads(subprocess.run([sys.executable, str(cli), *layout], capture_output=True, text=True, check=True).stdout)["config"]
-    assert cfg["stage_layers"] == [1, 8, 8, 8, 8, 2] and cfg["schedule"] == "interleaved-1f1b"
+    assert cfg["stage_layers"] == [1, 8, 8, 8, 8, 2] and cfg["schedule"] == "interleaved-1f1b" and cfg["tp_async_backward"] is False
 
 
 def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
