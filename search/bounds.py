@@ -33,13 +33,15 @@ Offload and the refill of a pipeline by recomputation add non-negative time, so 
 keeps the bound below every step.
 
 The search orders options lazily (``search.frontier``) by :func:`quick_bound_s`, term 1 with the
-slowest rank at its mean S/p plus term 4: never above :func:`bound_s` (B* ≥ S/p and terms 2, 3, 5 are
-non-negative), and one memo lookup per option where the full bound costs a few hundred microseconds.
+slowest rank at its mean S/p (and S without ZeRO-3's per-layer communication) plus term 4: never
+above :func:`bound_s` (B* ≥ S/p, ZeRO-3 only adds time, terms 2, 3, 5 are non-negative), and one memo
+lookup per option where the full bound costs a few hundred microseconds.
 """
 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 from dataclasses import dataclass
 from types import SimpleNamespace
@@ -126,16 +128,33 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> 
     return pipeline + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
+QUICK_MARGIN = 1e-12
+"""Relative margin taken off :func:`quick_bound_s`, which covers the rounding of sums done in a
+different order from :func:`bound_s`'s (the ZeRO-3 relaxation) many times over."""
+
+
 def quick_bound_s(table: CostTable, cfg: ParallelConfig, straggler_s: float, memo: dict) -> float:
-    """A cheaper lower bound than :func:`bound_s`, never above it, term for term in the same
-    floating-point order: (m − 1/d)·S/p + S/d, then ``straggler_s`` (term 4 of the option's GPU
-    count, which the caller computes once). S is memoised by :func:`costmodel.step.view_key`."""
-    key = ("total", view_key(cfg, "none"))
+    """A cheaper lower bound than :func:`bound_s`, never above it: ((m − 1/d)·S/p + S/d)·(1 − ε),
+    then ``straggler_s`` (term 4 of the option's GPU count, which the caller computes once). S is the
+    sum of the layers' fastest times of the option's view without ZeRO-3 sharding: ZeRO-3 only adds
+    its per-layer gathers and reduce-scatter (``costmodel.layer_transformer._zero3_comm``,
+    ``costmodel.layer_other._zero3``) as exposed time plus hidden time (the link time less the
+    exposed part, at least 0), so each layer's time under ZeRO-3 is at least its time without; one
+    S serves the four ZeRO stages. Memoised by :func:`costmodel.step.view_key`."""
+    relaxed = cfg if cfg.zero != 3 else _unsharded(cfg)
+    key = ("total", view_key(relaxed, "none"))
     total = memo.get(key)
     if total is None:
-        total = memo[key] = view_sums(table, local_config(table, cfg, "none"), memo).total_s
+        total = memo[key] = view_sums(table, local_config(table, relaxed, "none"), memo).total_s
     d = bubble_divisor(cfg)
-    return ((cfg.num_microbatches - 1.0 / d) * (total / cfg.pp) + total / d) + straggler_s
+    return ((cfg.num_microbatches - 1.0 / d) * (total / cfg.pp) + total / d) * (1.0 - QUICK_MARGIN) + straggler_s
+
+
+def _unsharded(cfg: ParallelConfig) -> ParallelConfig:
+    """``cfg`` with ZeRO-2 in place of ZeRO-3 (an option or a configuration)."""
+    if isinstance(cfg, ParallelConfig):
+        return cfg.model_copy(update={"zero": 2})
+    return dataclasses.replace(cfg, zero=2)
 
 
 BISECTIONS = 16
