@@ -18,7 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer, TransformerLayer
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's packages, not an installed copy
+
+from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer, TransformerLayer  # noqa: E402
 
 
 def _model(name: str, hidden: int, vocab: int, blocks: tuple[TransformerLayer, ...]) -> ModelSpec:
@@ -57,5 +59,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     raise SystemExit(main(sys.argv))

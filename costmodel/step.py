@@ -136,8 +136,20 @@ def _fp8_speedup(table: CostTable, cfg: ParallelConfig) -> float:
     return hit
 
 
+def view_key(cfg: ParallelConfig, recompute: str) -> tuple:
+    """Every field of ``cfg`` that :func:`local_config` reads, with ``recompute``: equal keys give
+    equal views on one table, so a search can memoise per-view sums by this plain tuple instead of
+    building and hashing a :class:`LocalConfig` per option (keep it in step with ``local_config``;
+    ``tests/costmodel/test_view_key.py`` changes every field and checks that a changed view changes
+    the key)."""
+    return (recompute, cfg.micro_batch, cfg.seq_len, cfg.tp, cfg.cp, cfg.ep, cfg.sp, cfg.attention, cfg.zero == 3,
+            cfg.dp * cfg.cp if cfg.zero == 3 else 0, cfg.pp > 1, cfg.engine, cfg.compile, cfg.loss_fusion,
+            cfg.grad_reduce_bytes, cfg.tp_comm_overlap, cfg.zero3_bucket_params, cfg.overlap_param_gather, cfg.precision)
+
+
 def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> LocalConfig:
-    """The per-layer view of ``cfg`` for layers recomputed as ``recompute``."""
+    """The per-layer view of ``cfg`` for layers recomputed as ``recompute`` (what it reads is
+    listed by :func:`view_key`)."""
     return LocalConfig(
         micro_batch=cfg.micro_batch,
         seq_len=table.model.tokens_per_sample or cfg.seq_len,

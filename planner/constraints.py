@@ -6,7 +6,8 @@ an inclusive range: ``"1..4"``, ``"2.."`` (no upper bound) or ``"..4"`` on the c
 a ``(lo, hi)`` tuple (``hi`` None for no upper bound) or the same string in the API. ``sp`` is a
 bool, ``recompute`` one mode for every recomputable layer, ``schedule`` one pipeline schedule name.
 
-:func:`read_constraints` turns the user's values into :class:`PlanConstraints` and raises one
+:func:`read_constraints` (and :func:`read_grid_constraints` for a sweep, whose points check
+:func:`job_problems` one by one) turns the user's values into :class:`PlanConstraints` and raises one
 :class:`~planner.errors.InputError` with every problem: malformed values, and constraints that
 contradict each other or the job on their face, each clause printing its factors (torchtitan style:
 ``tp 8 x pp 4 x cp 2 = 64 does not divide 48 GPUs``). Constraints that are well formed but leave no
@@ -107,6 +108,16 @@ def _show(value: Any) -> str:
 def read_constraints(model: ModelSpec, gpus: int, global_batch: int, target: str, **values: Any) -> PlanConstraints:
     """The constraints in ``values`` (keyword names as in :class:`PlanConstraints`), checked against
     the job; raises ``InputError`` with every problem at once."""
+    return _read(model, target, (gpus, global_batch), values)
+
+
+def read_grid_constraints(model: ModelSpec, target: str, **values: Any) -> PlanConstraints:
+    """:func:`read_constraints` for a sweep, whose points have their own GPU counts and batches:
+    everything but :func:`job_problems`, which each point checks for itself."""
+    return _read(model, target, None, values)
+
+
+def _read(model: ModelSpec, target: str, job: tuple[int, int] | None, values: dict[str, Any]) -> PlanConstraints:
     problems: list[str] = []
     fields: dict[str, Any] = {}
     for name in INT_DIMS:
@@ -125,14 +136,14 @@ def read_constraints(model: ModelSpec, gpus: int, global_batch: int, target: str
     if problems:
         raise InputError(*problems)
     c = PlanConstraints(**fields)
-    problems = _job_problems(c, model, gpus, global_batch) + _shape_problems(c) + _target_problems(c, target)
+    problems = (job_problems(c, *job) if job else []) + _model_problems(c, model) + _shape_problems(c) + _target_problems(c, target)
     if problems:
         raise InputError(*problems)
     return c
 
 
-def _job_problems(c: PlanConstraints, model: ModelSpec, gpus: int, global_batch: int) -> list[str]:
-    """Fixed degrees tile the GPUs, divide the heads, experts and batch; pp fits the blocks."""
+def job_problems(c: PlanConstraints, gpus: int, global_batch: int) -> list[str]:
+    """Fixed degrees tile the GPUs and divide the batch, and the micro-batch fits a replica's share."""
     out = []
     fixed = {k: c.fixed(k) for k in ("dp", "tp", "pp", "cp") if c.fixed(k) is not None}
     product = math.prod(fixed.values())
@@ -142,6 +153,20 @@ def _job_problems(c: PlanConstraints, model: ModelSpec, gpus: int, global_batch:
     elif fixed and gpus % product:
         shown = f"{factors} = {product}" if len(fixed) > 1 else factors
         out.append(f"{shown} does not divide {gpus} GPUs (pick degrees whose product divides the GPU count)")
+    dp, mb = c.fixed("dp"), c.micro_batch
+    if dp is not None and global_batch % dp:
+        out.append(f"dp {dp} does not divide the global batch {global_batch}")
+    elif mb is not None and mb[0] > global_batch // (dp or 1):
+        out.append(f"micro-batch {mb[0]} exceeds the {global_batch // (dp or 1)} sequences per replica (global batch {global_batch} / dp {dp or 1})")
+    elif dp is not None and c.fixed("micro_batch") and (global_batch // dp) % c.fixed("micro_batch"):
+        out.append(f"micro-batch {c.fixed('micro_batch')} does not divide the {global_batch // dp} sequences per replica "
+                   f"(global batch {global_batch} / dp {dp})")
+    return out
+
+
+def _model_problems(c: PlanConstraints, model: ModelSpec) -> list[str]:
+    """A fixed tp divides the heads, pp fits the blocks, ep divides the experts."""
+    out = []
     blocks = [x for x in model.layers if isinstance(x, TransformerLayer)]
     tp = c.fixed("tp")
     for heads in sorted({b.num_heads for b in blocks} | {b.num_kv_heads for b in blocks}):
@@ -154,14 +179,6 @@ def _job_problems(c: PlanConstraints, model: ModelSpec, gpus: int, global_batch:
     if c.ep is not None and c.ep[0] > 1 and not experts:
         out.append(f"ep {c.ep[0]} needs a mixture-of-experts model ({model.name} has no experts; use ep 1)")
     out += [f"ep {c.fixed('ep')} does not divide {n} experts" for n in experts if c.fixed("ep") and n % c.fixed("ep")]
-    dp, mb = c.fixed("dp"), c.micro_batch
-    if dp is not None and global_batch % dp:
-        out.append(f"dp {dp} does not divide the global batch {global_batch}")
-    elif mb is not None and mb[0] > global_batch // (dp or 1):
-        out.append(f"micro-batch {mb[0]} exceeds the {global_batch // (dp or 1)} sequences per replica (global batch {global_batch} / dp {dp or 1})")
-    elif dp is not None and c.fixed("micro_batch") and (global_batch // dp) % c.fixed("micro_batch"):
-        out.append(f"micro-batch {c.fixed('micro_batch')} does not divide the {global_batch // dp} sequences per replica "
-                   f"(global batch {global_batch} / dp {dp})")
     return out
 
 

@@ -98,9 +98,20 @@ def plan(
 def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None,
                    memory_headroom_gib: float) -> None:
     """Every argument of the wrong type or out of range, in one :class:`InputError`."""
-    from planner.inputs import count_problems, number_problem
+    from planner.inputs import count_problems
 
     problems = count_problems(gpus=gpus, global_batch=global_batch, seq_len=seq_len)
+    problems += search_option_problems(target, top_k, time_limit_s, memory_headroom_gib)
+    if problems:
+        raise InputError(*problems)
+
+
+def search_option_problems(target: str, top_k: int, time_limit_s: float | None, memory_headroom_gib: float) -> list[str]:
+    """What is wrong with the search options ``planner.plan`` and ``planner.sweep`` share (target,
+    top-k, time limit, memory headroom), one line each; empty when nothing is."""
+    from planner.inputs import number_problem
+
+    problems = []
     if not isinstance(target, str) or target not in ("native", "megatron", "torchtitan", "deepspeed"):
         problems.append(f"unknown target {target!r:.40}; use native, megatron, torchtitan or deepspeed")
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 0 <= top_k <= MAX_TOP_K:
@@ -108,8 +119,7 @@ def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_
     if time_limit_s is not None:
         problems += number_problem("time-limit", time_limit_s, zero_ok=False, unit="seconds", most=MAX_TIME_LIMIT_S)
     problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
-    if problems:
-        raise InputError(*problems)
+    return problems
 
 
 LARGE_SEARCH_GPUS = 65_536

@@ -2,7 +2,9 @@
 
 1. Enumerate every base option (mesh, micro-batch, schedule, SP, ZeRO; ``search.space``) and give
    each a lower bound on its step time over every stage split and recomputation: the pipeline
-   formula applied to the sum of the fastest per-layer times (``bound_s``).
+   formula applied to the sum of the fastest per-layer times (``bound_s``), computed lazily: a cheap
+   bound for all, the full one and the memory bound only for options that reach the front of the
+   queue (``search.frontier``; the order is the same as bounding everything).
 2. Evaluate options in order of bound with uniform recomputation (none / selective / full) until the
    bound passes the k-th best plan found: everything after cannot win (pruned, proven).
 3. Refine the surviving options with the stage dynamic program and per-rank recomputation
@@ -21,12 +23,13 @@ from collections.abc import Callable
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
-from search.bounds import bound_s, compute_floor_s, memory_bound_gib
+from search.bounds import compute_floor_s
 from search.constraints import closest_unconstrained, describe, option_summary, recompute_modes
 from search.refine import refine, refine_work
 from search.space import Option, meshes, options
 from search.targets import rules_for
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+from search.frontier import Frontier
 from search.pool import Pool
 
 Progress = Callable[[int, int], None]
@@ -36,7 +39,7 @@ DEADLINE_SHARE = 0.92
 """Share of ``--time-limit`` the search works for; the rest covers the last refinement's overrun
 and assembling the result, so that the whole call stays within the limit."""
 BOUNDS_SHARE = 0.6
-"""Share of ``--time-limit`` the bounding pass may take before options are evaluated."""
+"""Share of ``--time-limit`` the quick bounds of every option may take before options are evaluated."""
 REFINE_WORK_LIMIT = 30_000
 """Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
 the same inputs give the same plan; a time limit refines until it expires instead)."""
@@ -53,15 +56,22 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     deadline = start + DEADLINE_SHARE * req.time_limit_s if req.time_limit_s else None
     table = table if table is not None and table.model is model and table.cluster is cluster else build_cost_table(model, cluster)
     every = _all_options(model, cluster, req)
-    memory, bases = _bounds(table, every, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
+    # Shared by every search on this table (planner.sweep reuses one table across GPU counts and
+    # batches): a key must name all its value depends on besides the table, not only what varies
+    # within one search.
+    memo: dict = table.memo.setdefault("search.bounds", {})
+    floor = compute_floor_s(model, cluster, req)
+    frontier = Frontier(table, every, memo, floor, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
     pool = Pool(req.top_k)
-    timed_out, evaluated, opened = math.inf in memory, 0, []
-    for n, (bound, _, option) in enumerate(bases):
+    timed_out, evaluated, opened = not frontier.complete, 0, []
+    while (front := frontier.peek(deadline)) is not None:
+        bound, _, option = front
         if pool.cutoff_s() <= bound:
             break
         if deadline and time.perf_counter() > deadline:
             timed_out = True
             break
+        frontier.take()
         base = option.to_config()
         uniform = math.inf
         for mode in recompute_modes(req.constraints):
@@ -73,17 +83,15 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
                 uniform = min(uniform, cand.step_time_s)
         opened.append((bound, base, uniform))
         if progress:
-            progress(n + 1, len(bases))
+            progress(len(opened), len(every))
     open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
-    unexplored = [b for b, _, _ in bases[len(opened):]]
-    if math.inf in memory:  # options the bounding pass never reached: only the compute floor holds
-        unexplored.insert(0, compute_floor_s(model, cluster, req))
+    unexplored = frontier.lowest_s()
     if pool.best() is None:
-        evaluated += _nearest_misses(table, pool, every, memory, recompute_modes(req.constraints)[-1])
+        evaluated += _nearest_misses(table, pool, every, frontier.memory_order(), recompute_modes(req.constraints)[-1])
     pruned = len(every) - len(opened)
     hints = _unsatisfiable(model, cluster, req) if not every and req.constraints else ()
-    return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start, hints)
+    return _result(pool, req, evaluated + refined, pruned, open_bounds + ([] if unexplored is None else [unexplored]), timed_out, start, hints)
 
 
 def _unsatisfiable(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> tuple[str, ...]:
@@ -96,42 +104,14 @@ def _unsatisfiable(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -
             f"which has {', '.join(broken)}",)
 
 
-def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory: list[float], mode: str) -> int:
+def _nearest_misses(table: CostTable, pool: Pool, every: list[Option], memory_order: list[int], mode: str) -> int:
     """When nothing fits, evaluate the options with the smallest memory bound under ``mode`` (full
     recomputation unless constrained), so that the nearest miss and its shortfall can be reported."""
-    closest = sorted(range(len(memory)), key=lambda i: (memory[i], i))[:NEAREST_MISS_TRIES]
+    closest = memory_order[:NEAREST_MISS_TRIES]
     for i in closest:
         cfg = every[i].to_config().model_copy(update={"recompute": mode})
         pool.add(Candidate(cfg, estimate_step(table, cfg)))
     return len(closest)
-
-
-def _bounds(table: CostTable, every: list[Option], deadline: float | None) -> tuple[list[float], list[tuple[float, int, Option]]]:
-    """Memory bound of each option (``inf`` where the deadline came first) and, for those that may
-    fit, (time bound, index, option) sorted best first. Options are visited in :func:`spread_order`,
-    so that a deadline leaves a sample of the whole space rather than its first meshes."""
-    # Shared by every search on this table (planner.sweep reuses one table across GPU counts and
-    # batches): a key must name all its value depends on besides the table, not only what varies
-    # within one search.
-    memo: dict = table.memo.setdefault("search.bounds", {})
-    memory, bases = [math.inf] * len(every), []
-    capacity = table.cluster.gpu.hbm_gib
-    for n, i in enumerate(spread_order(len(every))):
-        if deadline and n % 4 == 0 and time.perf_counter() > deadline:
-            break
-        memory[i] = memory_bound_gib(table, every[i], memo)
-        if memory[i] <= capacity:
-            bases.append((bound_s(table, every[i], memo), i, every[i]))
-    return memory, sorted(bases, key=lambda x: (x[0], x[1]))
-
-
-GOLDEN = (5 ** 0.5 - 1) / 2
-
-
-def spread_order(n: int) -> list[int]:
-    """A permutation of ``range(n)`` whose every prefix spreads evenly over it: indices sorted by
-    the fractional part of i·φ (the golden-ratio low-discrepancy sequence, Weyl 1916)."""
-    return sorted(range(n), key=lambda i: ((i * GOLDEN) % 1.0, i))
 
 
 def _all_options(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[Option]:

@@ -123,12 +123,6 @@ class Option:
     tp_comm_overlap: bool = False
     precision: str = "bf16"
 
-    def __getattr__(self, name: str):
-        # Every other ParallelConfig field at its default (recompute, byte sizes, overlap flags).
-        if name in _DEFAULTS:
-            return _DEFAULTS[name]
-        raise AttributeError(name)
-
     @property
     def num_microbatches(self) -> int:
         return self.global_batch // (self.micro_batch * self.dp)
@@ -136,6 +130,12 @@ class Option:
     def to_config(self) -> ParallelConfig:
         """The validated configuration."""
         return ParallelConfig(**{f: getattr(self, f) for f in self.__dataclass_fields__})
+
+
+for _name, _value in _DEFAULTS.items():  # every other ParallelConfig field at its default (recompute,
+    if _name not in Option.__dataclass_fields__:  # byte sizes, overlap flags), read as a class attribute
+        setattr(Option, _name, _value)
+del _name, _value
 
 
 def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[Option]:

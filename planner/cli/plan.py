@@ -59,7 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
     how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative_float, default=0.0,
                      help="GiB per GPU to keep free beyond the cost model's estimate (default 0)")
-    _add_constraints(parser)
+    add_constraint_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")
     out.add_argument("--json", action="store_true", help="print the plan JSON on stdout instead of the summary")
@@ -72,8 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 _CONSTRAINED = ("tp", "pp", "cp", "dp", "ep", "vpp", "zero", "micro_batch")
 
 
-def _add_constraints(parser: argparse.ArgumentParser) -> None:
-    """Flags that fix or bound a dimension; the search explores the others."""
+def constraint_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The values of :func:`add_constraint_flags`' flags, by ``planner.plan`` keyword."""
+    return {name: getattr(args, name) for name in (*_CONSTRAINED, "sp", "recompute", "schedule")}
+
+
+def add_constraint_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags that fix or bound a dimension; the search explores the others (``plan`` and ``sweep``)."""
     fix = parser.add_argument_group("constraints (fix a value, or bound it as LO..HI, LO.. or ..HI; the rest is searched)")
     for name, what in (("tp", "tensor-parallel degree"), ("pp", "pipeline-parallel degree"), ("cp", "context-parallel degree"),
                        ("dp", "data-parallel degree"), ("ep", "expert-parallel degree"), ("vpp", "virtual stages per pipeline rank"),
@@ -129,8 +134,7 @@ def run(args: argparse.Namespace) -> int:
             plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
                              seq_len=args.seq_len, target=args.target, precision=args.precision, top_k=args.top_k, time_limit_s=args.time_limit,
                              memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress,
-                             sp=args.sp, recompute=args.recompute, schedule=args.schedule,
-                             **{name: getattr(args, name) for name in _CONSTRAINED})
+                             **constraint_values(args))
     finally:
         progress.close()
     print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)

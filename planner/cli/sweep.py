@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from planner.cli._common import EXIT_OK, UsageError, add_subparser, check_output, positive_int, stdout_to_stderr, write_output
+from planner.cli.plan import add_constraint_flags, constraint_values
 
 _EXAMPLES = """\
   meshplan sweep --model llama3.1-70b --cluster dgx-a100,dgx-h100,dgx-h200 --gpus 64..4096 \\
@@ -23,7 +24,7 @@ _EXAMPLES = """\
   meshplan sweep --model llama3.1-8b --cluster dgx-h100 --gpus 8,16,32,64 --global-batch auto \\
       --critical-batch 512 --seq-len 4096 --tokens 2T --deadline 30d
   meshplan sweep --model gpt3-175b --cluster dgx-a100 --gpus 512..2048 --global-batch 1536 \\
-      --seq-len 2048 -o sweep.csv"""
+      --seq-len 2048 --tp 8 --pp 8..16 -o sweep.csv"""
 
 _DESCRIPTION = """\
 Capacity planning: search the best plan (as `meshplan plan` does) for every cluster, GPU count,
@@ -32,7 +33,8 @@ and energy of each; with --deadline, the smallest GPU count per cluster that fin
 --gpus and --global-batch take N, a list N1,N2 or a range LO..HI (every power of two in it); a
 --global-batch range or `auto` (powers of two within 4x of --critical-batch) is chosen per point to
 train fastest under the gradient-noise-scale model of McCandlish et al. 2018. --tokens is the budget
-of a run at the critical batch (without --critical-batch, of every run)."""
+of a run at the critical batch (without --critical-batch, of every run). Constraints (--tp, --pp,
+--zero, ...) apply to every point as in `meshplan plan`; a point they cannot tile has no plan."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -57,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative("GiB"), default=0.0, help="GiB per GPU to keep free")
     how.add_argument("--workers", metavar="N", type=positive_int, default=1, help="local processes (default 1)")
     how.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (auto, local or ray://host:port; needs meshplan[ray])")
+    add_constraint_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="FILE", help="write the sweep as .json, or .csv (one row per point)")
     out.add_argument("--report", metavar="FILE", help="write the HTML report here, plan files and plan reports in <stem>_plans/")
@@ -107,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
                            tokens=args.tokens, critical_batch=args.critical_batch, deadline=args.deadline,
                            price_per_gpu_hour=args.price_per_gpu_hour, target=args.target, time_limit_s=args.time_limit,
                            memory_headroom_gib=args.memory_headroom, workers=args.workers, ray=args.ray, gpu_tdp_w=args.gpu_tdp_w,
-                           node_overhead_w=args.node_overhead_w, reports=args.report is not None, progress=_progress())
+                           node_overhead_w=args.node_overhead_w, reports=args.report is not None, progress=_progress(),
+                           **constraint_values(args))
     result = result_run.result
     miss = result.deadline_miss()
     if miss:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from planner.constraints import PlanConstraints
 from planner.errors import InputError, NoFeasiblePlanError
 from planner.sweep import grid
 from planner.sweep.result import SweepResult
@@ -73,8 +74,14 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
           critical_batch: int | None = None, deadline: Any = None, price_per_gpu_hour: Any = None, target: str = "native",
           top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float = 0.0, workers: int = 1,
           ray: str | None = None, gpu_tdp_w: float | None = None, node_overhead_w: float | None = None,
-          reports: bool = False, progress: Any = None) -> SweepRun:
+          reports: bool = False, progress: Any = None, **constraints: Any) -> SweepRun:
     """Search the best plan for every grid point (see the module docstring).
+
+    ``constraints``: ``tp``, ``pp``, ``cp``, ``dp``, ``ep``, ``vpp``, ``zero``, ``micro_batch``,
+    ``sp``, ``recompute``, ``schedule``, as :func:`planner.plan` takes them, applied to every point.
+    Those that contradict the model, each other or the target are an :class:`InputError`; a point
+    whose GPU count or batch they cannot tile (``planner.constraints.job_problems``) has no plan,
+    and says why.
 
     Raises :class:`InputError` for a bad grid (empty ranges, GPU counts a cluster cannot hold, ...)
     and :class:`NoFeasiblePlanError` when no point of the grid has a plan. A deadline that no point
@@ -90,11 +97,12 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
 
         require_ray()
     specs = _clusters(g)
-    job = Job(model=model, target=target, top_k=top_k, time_limit_s=time_limit_s, memory_headroom_gib=memory_headroom_gib, reports=reports)
-    _check_model(model, target, top_k, time_limit_s, memory_headroom_gib)
+    chosen = _check_model(model, target, top_k, time_limit_s, memory_headroom_gib, constraints)
+    job = Job(model=model, target=target, top_k=top_k, time_limit_s=time_limit_s, memory_headroom_gib=memory_headroom_gib, reports=reports,
+              constraints=chosen)
     points, tasks = layout(g)
     outcomes = run_tasks(job, tasks, workers=workers, ray_address=ray, progress=progress)
-    run = assemble(model, g, specs, points, outcomes, target, gpu_tdp_w, node_overhead_w)
+    run = assemble(model, g, specs, points, outcomes, target, gpu_tdp_w, node_overhead_w, chosen)
     if all(p.status != "ok" for p in run.result.points):
         first = run.result.points[0]
         raise NoFeasiblePlanError(f"no point of the grid has a plan; e.g. {first.cluster}, {first.gpus} GPUs: {first.reason}")
@@ -113,13 +121,25 @@ def _clusters(g: Grid) -> dict[str, Any]:
     return specs
 
 
-def _check_model(model: Any, target: str, top_k: int, time_limit_s: float | None, headroom: float) -> None:
-    """The request checks of ``planner.plan`` before any search starts, and the model resolves."""
-    from planner.inputs import resolve_model_arg
-    from planner.plans import _check_request
+CONSTRAINTS = ("tp", "pp", "cp", "dp", "ep", "vpp", "zero", "micro_batch", "sp", "recompute", "schedule")
+"""The plan constraints a sweep takes (``planner.constraints``)."""
 
-    _check_request(1, 1, 1, target, top_k, time_limit_s, headroom)
-    resolve_model_arg(model)
+
+def _check_model(model: Any, target: str, top_k: int, time_limit_s: float | None, headroom: float,
+                 constraints: dict[str, Any]) -> PlanConstraints:
+    """The request checks of ``planner.plan`` before any search starts: the search options, the model
+    resolves, and the constraints hold for it (all but the per-point checks)."""
+    from planner.constraints import read_grid_constraints
+    from planner.inputs import resolve_model_arg
+    from planner.plans import search_option_problems
+
+    unknown = sorted(set(constraints) - set(CONSTRAINTS))
+    if unknown:
+        raise TypeError(f"sweep() got unexpected keyword arguments: {', '.join(unknown)}")
+    problems = search_option_problems(target, top_k, time_limit_s, headroom)
+    if problems:
+        raise InputError(*problems)
+    return read_grid_constraints(resolve_model_arg(model), target, **constraints)
 
 
 @dataclass(frozen=True)

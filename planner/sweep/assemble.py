@@ -12,6 +12,7 @@ from planner.sweep.economics import PowerModel, power_model, training_cost
 from planner.sweep.result import BatchTry, DeadlineAnswer, PowerInfo, SweepPoint, SweepRequest, SweepResult
 
 if TYPE_CHECKING:
+    from planner.constraints import PlanConstraints
     from planner.sweep.api import Grid, PointKey, SweepRun
     from planner.sweep.runner import Outcome
 
@@ -26,7 +27,7 @@ FORMULAS = [
 
 
 def assemble(model: Any, g: Grid, specs: dict[str, Any], points: list[PointKey], outcomes: list[Outcome], target: str,
-             gpu_tdp_w: float | None, node_overhead_w: float | None) -> SweepRun:
+             gpu_tdp_w: float | None, node_overhead_w: float | None, constraints: PlanConstraints | None = None) -> SweepRun:
     """The :class:`~planner.sweep.api.SweepRun` of a finished sweep."""
     from planner.sweep.api import SweepRun
 
@@ -45,7 +46,8 @@ def assemble(model: Any, g: Grid, specs: dict[str, Any], points: list[PointKey],
     request = SweepRequest(model=model if isinstance(model, str) else getattr(model, "name", type(model).__name__),
                            clusters=list(g.clusters), gpus=list(g.gpus), global_batch=list(g.batches.fixed or g.batches.candidates),
                            batch_chosen_per_point=g.batches.chosen_per_point, seq_len=list(g.seq_lens), target=target,
-                           tokens=g.tokens, critical_batch=g.critical_batch, deadline_s=g.deadline_s, price_per_gpu_hour=g.prices)
+                           tokens=g.tokens, critical_batch=g.critical_batch, deadline_s=g.deadline_s, price_per_gpu_hour=g.prices,
+                           constraints=None if constraints is None or constraints.is_empty() else constraints)
     power = [PowerInfo(cluster=c, gpu_tdp_w=p.gpu_tdp_w, gpu_tdp_source=p.gpu_tdp_source, node_overhead_w=p.node_overhead_w,
                        node_overhead_source=p.node_overhead_source) for c, p in powers.items()]
     deadline = _deadline(records, g) if g.deadline_s is not None else None

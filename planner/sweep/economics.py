@@ -8,8 +8,7 @@
   idle) and P_node is the power a node draws besides its GPUs (CPUs, memory, NICs, fans), taken as
   the vendor's maximum system power minus its GPUs' TDP (an upper bound; :data:`NODE_OVERHEAD_W`).
 
-The GPU's TDP comes from its profile (``profiles/gpus.json`` ``tdp_w`` with its source, else
-:data:`PROFILE_GAPS_TDP_W`); a cluster
+The GPU's TDP comes from its profile (``profiles/gpus.json`` ``tdp_w``, with its source); a cluster
 with no TDP or no known node overhead has no energy figure unless the user gives one.
 """
 
@@ -28,16 +27,6 @@ NODE_OVERHEAD_W: dict[str, tuple[float, str]] = {
     "b200": (6300.0, "NVIDIA DGX B200 datasheet: ~14.3 kW maximum system power, minus 8 x 1000 W GPU TDP"),
 }
 """Per-node power besides the GPUs, watts, by GPU profile name, with its source."""
-
-PROFILE_GAPS_TDP_W: dict[str, tuple[float, str]] = {
-    "a100-80gb": (400.0, "NVIDIA A100 Tensor Core GPU datasheet: A100 80GB SXM max TDP 400 W"),
-    "a100-40gb": (400.0, "NVIDIA A100 Tensor Core GPU datasheet: A100 40GB SXM max TDP 400 W"),
-    "v100-sxm2-32gb": (300.0, "NVIDIA V100 Tensor Core GPU datasheet: V100 SXM2 max power 300 W"),
-    "mi300x": (750.0, "AMD Instinct MI300X datasheet: 750 W peak board power"),
-    "mi325x": (1000.0, "AMD Instinct MI325X datasheet: 1000 W peak board power"),
-}
-"""TDPs of the GPUs whose profile (``profiles/gpus.json``) has no ``tdp_w`` yet, with their sources."""
-
 
 @dataclass(frozen=True)
 class PowerModel:
@@ -62,8 +51,6 @@ def power_model(cluster: ClusterSpec, gpu_tdp_w: float | None = None, node_overh
         tdp, tdp_src = gpu_tdp_w, "--gpu-tdp-w (given)"
     elif cluster.gpu.tdp_w is not None:
         tdp, tdp_src = cluster.gpu.tdp_w, _gpu_source(gpu_sources, cluster.gpu.name)
-    elif cluster.gpu.name in PROFILE_GAPS_TDP_W:
-        tdp, tdp_src = PROFILE_GAPS_TDP_W[cluster.gpu.name]
     else:
         tdp, tdp_src = None, f"no TDP in the {cluster.gpu.name} profile: pass --gpu-tdp-w"
     if node_overhead_w is not None:

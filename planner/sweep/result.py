@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.constraints import PlanConstraints
+
 SCHEMA = "meshplan-sweep/1"
 _STRICT = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,6 +106,8 @@ class SweepRequest(BaseModel):
     critical_batch: int | None
     deadline_s: float | None
     price_per_gpu_hour: dict[str, float]
+    constraints: PlanConstraints | None = None
+    """Plan constraints applied to every point (``planner.constraints``); None when all was searched."""
 
 
 class SweepResult(BaseModel):

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from planner.constraints import PlanConstraints
 from planner.errors import InputError
 
 CHUNKS_PER_WORKER = 3
@@ -33,6 +34,8 @@ class Job:
     memory_headroom_gib: float = 0.0
     reports: bool = False
     """Also render each plan's HTML report (in the worker)."""
+    constraints: PlanConstraints | None = None
+    """Plan constraints of every point (``planner.constraints.read_grid_constraints``)."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +82,19 @@ def run_chunk(job: Job, tasks: Sequence[Task]) -> list[Outcome]:
 
 def _search(job: Job, task: Task, model, cluster, table) -> Outcome:
     """One point, as ``planner.plans.plan`` does it, on the shared table."""
-    from planner.plans import build_plan
+    from planner.constraints import PlanConstraints, job_problems
+    from planner.plans import build_plan, default_time_limit
     from planner.validate import plan_problems
     from search.core import search_plan
-    from search.types import SearchRequest
+    from search.types import Constraints, SearchRequest
 
+    chosen = job.constraints or PlanConstraints()
+    problems = job_problems(chosen, task.gpus, task.global_batch)
+    if problems:
+        return Outcome(task.index, task.global_batch, None, miss="the constraints do not apply: " + "; ".join(problems))
     req = SearchRequest(gpus=task.gpus, global_batch=task.global_batch, seq_len=task.seq_len, target=job.target,  # type: ignore[arg-type]
-                        top_k=job.top_k, time_limit_s=job.time_limit_s)
+                        top_k=job.top_k, time_limit_s=default_time_limit(task.gpus, job.time_limit_s),
+                        constraints=Constraints(**chosen.model_dump()))
     result = search_plan(model, cluster, req, table=table)
     if result.best is None:
         return Outcome(task.index, task.global_batch, None, miss=_miss(result), shortfall_gib=result.nearest_miss.estimate.over_by_gib if result.nearest_miss else None)

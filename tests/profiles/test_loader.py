@@ -14,6 +14,7 @@ from profiles import (
     ProfileError,
     cluster_for_gpu,
     cluster_sources,
+    gpu_sources,
     list_clusters,
     list_gpus,
     load_cluster,
@@ -115,6 +116,13 @@ def test_gpu_lookup_accepts_aliases_and_device_names() -> None:
     assert load_gpu("NVIDIA H100 80GB HBM3") == h100
     assert load_gpu("nvidia a100-sxm4-80gb") == load_gpu("a100-80gb")
     assert [gpu.name for gpu in list_gpus()][:3] == ["v100-sxm2-32gb", "a100-40gb", "a100-80gb"]
+
+
+def test_every_gpu_states_its_tdp_with_a_source() -> None:
+    """The sweep's energy figure reads the profile's TDP (``planner.sweep.economics``)."""
+    for gpu in list_gpus():
+        assert gpu.tdp_w is not None and gpu.tdp_w > 0, gpu.name
+        assert f"{gpu.tdp_w:g} W" in gpu_sources(gpu.name)["tdp_w"], gpu.name
 
 
 def test_cluster_for_gpu_gives_the_default_node() -> None:

@@ -83,6 +83,26 @@ def test_bad_grids_are_input_errors(tiny_model: str, kwargs: dict, message: str)
         sweep(**grid)
 
 
+def test_constraints_apply_to_every_point_as_in_a_single_plan(tiny_model: str) -> None:
+    fixed = dict(tp=2, pp=2, cp=1, dp=2, zero=1)
+    run = sweep(model=tiny_model, cluster="dgx-h100", gpus="8,16", global_batch="16", seq_len=1024, **fixed)
+    eight, sixteen = run.result.points
+    single = planner.plan(model=tiny_model, cluster="dgx-h100", gpus=8, global_batch=16, seq_len=1024, **fixed)
+    assert eight.status == "ok" and run.plan(eight.index).to_json() == single.to_json()
+    assert run.result.request.constraints == single.request.constraints and single.config.zero == 1
+    assert sixteen.status == "no_plan" and "dp 2 x tp 2 x pp 2 x cp 1 = 8 != 16 GPUs" in sixteen.reason
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(tp=3), "tp 3 does not divide 4 attention"),
+    (dict(vpp=2, schedule="gpipe"), "vpp 2 needs schedule interleaved-1f1b"),
+    (dict(top_k=-1), "top-k must be an integer"),
+])
+def test_constraints_that_no_point_can_keep_are_input_errors(tiny_model: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        sweep(model=tiny_model, cluster="dgx-h100", gpus="8", global_batch="16", seq_len=1024, **kwargs)
+
+
 def test_planner_sweep_is_the_api_before_and_after_the_package_loads() -> None:
     """``planner.sweep(...)`` is a lazy function until the package loads, then the callable package."""
     import subprocess

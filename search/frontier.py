@@ -1,0 +1,79 @@
+"""The options of a search in order of their step-time bound, bounded lazily.
+
+Every option gets the cheap :func:`search.bounds.quick_bound_s` up front; the full
+:func:`~search.bounds.bound_s` (and the memory bound that decides whether the option can fit at all)
+is computed only when the option reaches the front of the queue. Because the quick bound never exceeds
+the full one, an option whose full bound is at the front comes before every option still carrying its
+quick bound, so options leave the queue in exactly the order of (full bound, index) that bounding all
+of them and sorting would give (lazy evaluation of an admissible key: an option goes back in the
+queue under its exact key when its cheap key brings it to the front). A search stops long before most
+options reach the front: on Llama 3.1 70B on 512 H100s, 311 of 18,300 options have a quick bound under
+the best plan.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+
+from costmodel.step import straggler_time
+from costmodel.table import CostTable
+from search.bounds import bound_s, memory_bound_gib, quick_bound_s
+from search.space import Option
+
+CHECK_EVERY = 256
+"""Options given their quick bound between two looks at the clock."""
+
+
+class Frontier:
+    """Memory-feasible options by (step-time bound, index); see the module docstring."""
+
+    def __init__(self, table: CostTable, every: list[Option], memo: dict, floor_s: float, deadline: float | None) -> None:
+        """Quick bounds of ``every`` option, until ``deadline``; options left when it passes keep
+        ``floor_s`` (a bound on every plan) as their key. ``memo`` is shared with the caller's other
+        searches on ``table``, so its keys name all they depend on."""
+        self.table, self.every, self.memo = table, every, memo
+        self.memory: dict[int, float] = {}
+        """Memory bound (GiB per GPU) of each option that reached the front."""
+        self.complete = True
+        """Whether every option got its quick bound before the deadline."""
+        gpus = every[0].tp * every[0].pp * every[0].dp * every[0].cp if every else 1
+        straggler = straggler_time(gpus, table.cluster.gpus_per_node)
+        heap: list[tuple[float, int, bool]] = []
+        for i, option in enumerate(every):
+            if deadline is not None and i % CHECK_EVERY == 0 and time.perf_counter() > deadline:
+                self.complete = False
+                heap += [(floor_s, j, False) for j in range(i, len(every))]
+                break
+            heap.append((quick_bound_s(table, option, straggler, memo), i, False))
+        heapq.heapify(heap)
+        self._heap = heap
+
+    def peek(self, deadline: float | None = None) -> tuple[float, int, Option] | None:
+        """The next option and its full bound (None when none is left). Options at the front with
+        only their quick bound get their memory bound (dropped when over the GPU's memory) and their
+        full bound, and go back in the queue; once ``deadline`` passes the front is returned as it is,
+        with a key that is only a lower bound of its full bound."""
+        heap, capacity = self._heap, self.table.cluster.gpu.hbm_gib
+        while heap:
+            key, i, full = heap[0]
+            if full or (deadline is not None and time.perf_counter() > deadline):
+                return key, i, self.every[i]
+            heapq.heappop(heap)
+            memory = self.memory[i] = memory_bound_gib(self.table, self.every[i], self.memo)
+            if memory <= capacity:
+                heapq.heappush(heap, (bound_s(self.table, self.every[i], self.memo), i, True))
+        return None
+
+    def take(self) -> None:
+        """Remove the front (after :meth:`peek`)."""
+        heapq.heappop(self._heap)
+
+    def lowest_s(self) -> float | None:
+        """The least key left: a lower bound on the step time of every option still queued."""
+        return self._heap[0][0] if self._heap else None
+
+    def memory_order(self) -> list[int]:
+        """Every option by its memory bound, smallest first (options never bounded last, by index)."""
+        return sorted(range(len(self.every)), key=lambda i: (self.memory.get(i, math.inf), i))
