@@ -77,7 +77,7 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("hf_qwen3_moe", "transformers Qwen3MoeForCausalLM --trace (q/k norms)", LM | {"transformer": 2},
           twin="config"),
     Entry("hf_deepseek_v3", "transformers DeepseekV3ForCausalLM --trace (MLA, shared experts)",
-          {"embedding": 1, "norm": 1, "head": 1}, plan=dict(gpus=1024, global_batch=1024, seq_len=4096)),
+          LM | {"transformer": 3}, twin="config", plan=dict(gpus=1024, global_batch=1024, seq_len=4096)),
     Entry("hf_t5", "transformers T5ForConditionalGeneration --trace", {"transformer": 4},
           plan=dict(global_batch=64, seq_len=512)),
     Entry("hf_bert", "transformers BertForMaskedLM --trace", {"transformer": 2, "embedding": 1},
