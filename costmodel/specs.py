@@ -9,9 +9,9 @@ configs or traced modules, and ``profiles`` loads hardware.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -110,6 +110,16 @@ class TransformerLayer(BaseModel):
             raise ValueError("MLA needs num_kv_heads == num_heads and a v_head_dim")
         return self
 
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave out the q/k-norm and MLA fields where they hold their defaults, so a block without
+        them dumps (and hashes: ``planner.plans.spec_digest``) as it did before they existed."""
+        data = handler(self)
+        for key in _OPTIONAL_BLOCK_FIELDS:
+            if key in data and data[key] == type(self).model_fields[key].default:
+                del data[key]
+        return data
+
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
@@ -138,6 +148,9 @@ class TransformerLayer(BaseModel):
     def o_width(self) -> int:
         """Attention output width per token, the output projection's input (``a·d_v``)."""
         return self.num_heads * (self.v_head_dim or self.head_dim)
+
+
+_OPTIONAL_BLOCK_FIELDS = ("qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 class NormLayer(BaseModel):

@@ -309,18 +309,23 @@ def _attention_facts(block: _Block, module: nn.Module, path: str) -> tuple[list[
 
 
 def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: str,
-                    lm: bool) -> tuple[TransformerLayer, int] | str:
+                    lm: bool, context: int | None = None) -> tuple[TransformerLayer, int] | str:
     """The block at ``path`` as a TransformerLayer and its surplus parameters, or why it is not one
     (it is then planned as a generic layer from its traced ops).
 
     ``ops`` are the block's own traced ops (empty for an opaque block); ``lm`` says the model is a
-    language model (token embedding and vocabulary head), whose blocks default to causal.
+    language model (token embedding and vocabulary head), whose blocks default to causal. A block
+    whose self-attention reads other than ``context`` keys (the traced context: windows of a Swin
+    image) is not a TransformerLayer, whose attention spans the context.
     """
     block = _Block(module, path, ops)
     found = _attention_facts(block, module, path)
     if isinstance(found, str):
         return found
     facts, skip, sdpa, self_module = found
+    if context is not None and sdpa[0] is not None and sdpa[0].dims[3] != context:
+        return (f"its attention reads {sdpa[0].dims[3]} keys per query (windows), not the "
+                f"{context}-token context a transformer layer attends over")
     main, h = facts[0], facts[0].hidden
     moe = _expert_list(block, h, skip) or _fused_experts(block, h, skip)
     rest = [p for p in block.projections("") if not p.name.startswith(skip)

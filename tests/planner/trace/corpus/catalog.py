@@ -58,6 +58,8 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("titan_moe", "torchtitan moe.py (GroupedExperts, histc, shared expert)", LM | {"transformer": 2},
           "torchtitan_models.py"),
     Entry("timm_vit", "timm vision_transformer.py (ViT-L/16)", {"transformer": 2}, "timm_models.py", plan=VISION),
+    Entry("timm_swin", "timm swin_transformer.py (Swin-T: shifted windows, relative position bias, patch merging)",
+          {"generic": 10, "norm": 4}, "timm_swin.py", plan=VISION),
     Entry("timm_convnext", "timm convnext.py (ConvNeXt-B)", {"generic": 1}, "timm_models.py", plan=VISION),
     Entry("resnet50", "torchvision resnet.py (ResNet-50 Bottleneck)", {"generic": 1}, "zoo_models.py", plan=VISION),
     Entry("dlrm", "torchrec DLRM (EmbeddingBag tables, interaction)", {"generic": 1}, "zoo_models.py",
