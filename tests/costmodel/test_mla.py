@@ -104,3 +104,20 @@ def test_activations_keep_192_wide_q_k_128_wide_v_and_the_latents(tp: int, sp: b
     repl = 8 * H + 4 * QR + 4 * KVR + 2 * ROPE
     split = 4 * A * (NOPE + ROPE) + 4 * A * V + 6 * 18432 + 4 * A
     assert stored == pytest.approx(4096 * (repl / (tp if sp else 1) + split / tp))
+
+
+def test_blocks_without_mla_dump_as_before_and_mla_blocks_round_trip() -> None:
+    """The q/k-norm and MLA fields are left out of a dump where they hold their defaults, so plan files'
+    ``spec_sha256`` of existing models do not change; an MLA block dumps them and reads back equal."""
+    gqa = TransformerLayer(hidden_size=H, num_heads=A, num_kv_heads=8, head_dim=128, ffn_hidden_size=18432)
+    assert not {"qk_norm", "kv_lora_rank", "q_lora_rank", "v_head_dim"} & set(gqa.model_dump())
+    for layer in (gqa, mla(), mla(None), gqa.model_copy(update={"qk_norm": True})):
+        assert TransformerLayer.model_validate_json(layer.model_dump_json()) == layer
+    assert mla().model_dump()["kv_lora_rank"] == KVR
+
+
+def test_an_inconsistent_mla_head_layout_is_refused() -> None:
+    with pytest.raises(ValueError, match="qk_nope_head_dim"):
+        mla(head_dim=128)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        mla(num_kv_heads=8)
