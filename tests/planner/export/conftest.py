@@ -83,12 +83,14 @@ ENGINE_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "gpt175b-megatron-interleaved": ("gpt3-175b", "megatron", dict(tp=8, pp=16, dp=8, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=1536, seq_len=2048, recompute="selective")),
     "gpt175b-torchtitan": ("gpt3-175b", "torchtitan", dict(tp=8, pp=8, dp=16, sp=True, zero=3, global_batch=1536, seq_len=2048, recompute="full")),
     "gpt175b-deepspeed": ("gpt3-175b", "deepspeed", dict(tp=8, pp=16, dp=8, zero=1, global_batch=1536, seq_len=2048, recompute="full")),
+    "deepseekv3-megatron": ("deepseek-v3", "megatron", dict(tp=8, pp=8, dp=16, ep=16, sp=True, zero=1, global_batch=1024, seq_len=4096, recompute="full")),
     "mixtral-megatron": ("mixtral-8x7b", "megatron", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=1, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-torchtitan": ("mixtral-8x7b", "torchtitan", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=3, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-deepspeed": ("mixtral-8x7b", "deepspeed", dict(tp=1, pp=2, dp=32, ep=8, zero=1, global_batch=256, seq_len=4096, recompute="full")),
 }
 """Plans whose exports the engines' own code reads (test_engines_*.py): Llama 3.1 8B / 70B / 405B,
-GPT-3 175B and Mixtral 8x7B for every export target, with interleaved, uneven and CP plans. Each
+GPT-3 175B and Mixtral 8x7B for every export target, DeepSeek-V3 (MLA) for Megatron-LM, with
+interleaved, uneven and CP plans. Each
 is a valid plan for its target on DGX H100 (the tests check that first)."""
 
 
