@@ -20,11 +20,19 @@ def ffn_matrices(layer: TransformerLayer) -> int:
     return 3 if layer.ffn_act == "swiglu" else 2
 
 
-def attention_context(layer: TransformerLayer, seq_len: int, causal_fraction: float) -> float:
-    """Average keys each query attends to: s·fraction for causal, the window for sliding attention."""
+def attention_context(layer: TransformerLayer, seq_len: float, causal_fraction: float) -> float:
+    """Average keys each query attends to: s·fraction for causal, the window for sliding attention;
+    chunked attention (Llama 4, transformers ``modeling_llama4.py`` chunked mask: queries see keys of
+    their own ``attention_chunk`` tokens) averages c·fraction over the whole chunks and r·fraction
+    over the last r = s mod c tokens."""
+    share = causal_fraction if layer.causal else 1.0
     if layer.sliding_window is not None and layer.sliding_window < seq_len:
         return float(layer.sliding_window)
-    return seq_len * (causal_fraction if layer.causal else 1.0)
+    chunk = layer.attention_chunk
+    if chunk is not None and chunk < seq_len:
+        whole, rest = divmod(seq_len, chunk)
+        return share * (whole * chunk * chunk + rest * rest) / seq_len
+    return seq_len * share
 
 
 def attention_core_width(layer: TransformerLayer) -> int:

@@ -79,6 +79,9 @@ class TransformerLayer(BaseModel):
     """Attention and hidden dropout are on (their masks are stored for backward)."""
     sliding_window: int | None = Field(default=None, gt=0)
     """Attention window in tokens (Mistral); None for full attention."""
+    attention_chunk: int | None = Field(default=None, gt=0)
+    """Chunked (local) attention: a query attends only to keys of its own chunk of this many tokens
+    (Llama 4's rotary layers, ``attention_chunk_size`` 8192); None for attention over the sequence."""
     qk_norm: bool = False
     """Per-head RMSNorms on queries and keys, one ``head_dim`` weight each (Qwen3 ``q_norm`` /
     ``k_norm``; Megatron ``--qk-layernorm``)."""
@@ -112,7 +115,7 @@ class TransformerLayer(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave out the q/k-norm and MLA fields where they hold their defaults, so a block without
+        """Leave out the chunk, q/k-norm and MLA fields where they hold their defaults, so a block without
         them dumps (and hashes: ``planner.plans.spec_digest``) as it did before they existed."""
         data = handler(self)
         for key in _OPTIONAL_BLOCK_FIELDS:
@@ -150,7 +153,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 class NormLayer(BaseModel):

@@ -143,6 +143,9 @@ def _model_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
     windows = sorted({x.sliding_window for x in blocks if x.sliding_window})
     if windows:
         notes.append(f"sliding-window attention ({', '.join(map(str, windows))} tokens) is not emitted: set Megatron-LM's window option yourself")
+    chunks = sorted({x.attention_chunk for x in blocks if x.attention_chunk})
+    if chunks:
+        notes.append(f"chunked attention ({', '.join(map(str, chunks))}-token chunks) is not emitted: set it up yourself")
     emb = model.layers[0]
     if isinstance(emb, EmbeddingLayer) and emb.norm:
         notes.append("the embedding has its own norm, which pretrain_gpt.py does not build")

@@ -6,8 +6,7 @@ gpt2, gpt_neox, bloom); a language model nested under ``text_config`` is read fr
 raised together as one :class:`planner.errors.InputError` line naming the file and the fix.
 
 Not represented (no spec field; a few thousand parameters at most): Qwen2-MoE's
-``shared_expert_gate`` (``h`` per MoE block). Not modelled: Llama 4's chunked attention (8192-token
-chunks on three layers in four), which only matters past 8192 tokens.
+``shared_expert_gate`` (``h`` per MoE block).
 GPT-NeoX's ``use_parallel_residual`` and ``rotary_pct`` change neither parameters nor FLOPs.
 """
 
@@ -143,6 +142,23 @@ class _MoeLayout:
     is_moe: list[bool]
 
 
+def _chunked_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
+    """Llama 4's chunk and which layers use it (transformers ``Llama4TextConfig.__post_init__``:
+    ``layer_types`` when given, else ``chunked_attention`` where ``no_rope_layers`` is 1, by default
+    every layer but each ``no_rope_layer_interval``-th (4))."""
+    chunk = cfg.raw.get("attention_chunk_size")
+    if not cfg.family.chunked or chunk is None:
+        return None, [False] * layers
+    chunk = cfg.count("attention_chunk_size")
+    layer_types, no_rope = cfg.raw.get("layer_types"), cfg.raw.get("no_rope_layers")
+    if isinstance(layer_types, list) and len(layer_types) == layers:
+        return chunk, [t == "chunked_attention" for t in layer_types]
+    if isinstance(no_rope, list) and len(no_rope) == layers:
+        return chunk, [bool(x) for x in no_rope]
+    interval = cfg.count("no_rope_layer_interval", default=4)
+    return chunk, [(i + 1) % interval != 0 for i in range(layers)]
+
+
 def _moe_layers(cfg: _Reader, layers: int, ffn: int) -> _MoeLayout:
     """Experts, their widths and which layers hold them, for the family's MoE layout.
 
@@ -266,6 +282,7 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
     mlp_bias = cfg.flag("mlp_bias", family.mlp_bias) if family.mlp_bias_key else family.mlp_bias
     tied = cfg.flag("tie_word_embeddings", family.tied_default)
     window, sliding = _sliding_layers(cfg, layers)
+    chunk, chunked = _chunked_layers(cfg, layers)
     moe = _moe_layers(cfg, layers, ffn)
     mla = _mla_fields(cfg)
     if mla:
@@ -277,7 +294,7 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
     if cfg.problems:
         raise InputError(f"{where} " + "; ".join(dict.fromkeys(cfg.problems)))
 
-    def block(sparse: bool, windowed: bool) -> TransformerLayer:
+    def block(sparse: bool, windowed: bool, local: bool) -> TransformerLayer:
         return TransformerLayer(
             hidden_size=hidden,
             num_heads=heads,
@@ -294,14 +311,16 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
             mlp_bias=mlp_bias,
             dropout=_dropout(raw, family),
             sliding_window=window if windowed else None,
+            attention_chunk=chunk if local else None,
             qk_norm=family.qk_norm,
             **{k: v for k, v in mla.items() if k != "head_dim"},
         )
 
-    kinds = {(m, w): block(m, w) for m, w in set(zip(moe.is_moe, sliding))}
+    layout = list(zip(moe.is_moe, sliding, chunked))
+    kinds = {key: block(*key) for key in set(layout)}
     return decoder_lm(
         name,
-        blocks=[kinds[m, w] for m, w in zip(moe.is_moe, sliding)],
+        blocks=[kinds[key] for key in layout],
         vocab_size=vocab,
         tied_embeddings=tied,
         max_seq_len=max_pos,

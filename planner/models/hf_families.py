@@ -77,6 +77,9 @@ class Family:
     ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``)."""
     qk_norm: bool = False
     """Per-head RMSNorm weights on queries and keys (Qwen3 ``q_norm`` / ``k_norm``)."""
+    chunked: bool = False
+    """Chunked attention of ``attention_chunk_size`` tokens on the layers ``layer_types`` names
+    ``chunked_attention`` (Llama 4: by default the rotary layers, three in every four)."""
     sliding: SlidingRule = "none"
     """``all``: ``sliding_window`` applies to every layer (Mistral, Mixtral); ``qwen``: only when
     ``use_sliding_window`` is true, to layers from ``max_window_layers`` on."""
@@ -113,7 +116,7 @@ FAMILIES: dict[str, Family] = {
     # Llama4TextAttention: bias=config.attention_bias; its qk_norm is an L2 norm without weights.
     # Llama4TextMoe: experts, a router h x E without bias, one shared expert of intermediate_size.
     "llama4": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
-                     moe="llama4"),
+                     moe="llama4", chunked=True),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
                    mlp_bias=True, ffn_default_4h=True, learned_positions=True,

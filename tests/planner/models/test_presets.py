@@ -145,6 +145,7 @@ def test_llama4_presets_match_transformers_and_the_published_totals() -> None:
         moe = next(b for b in blocks if b.is_moe)
         assert (moe.moe_top_k, moe.shared_expert_ffn_hidden_size, moe.ffn_hidden_size) == (1, 8192, 8192)
         assert all(b.ffn_hidden_size == 16384 for b in blocks if not b.is_moe)
+        assert [b.attention_chunk for b in blocks] == [8192, 8192, 8192, None] * 12  # rotary layers chunked
         assert count_params(spec) == pytest.approx(total, rel=0.015)
         assert round(count_active_params(spec) / 1e9) == 17
         text = transformers.Llama4TextConfig(**{k: v for k, v in HF_PRESETS[name].config["text_config"].items()
