@@ -38,12 +38,11 @@ def block_activation_bytes(layer: TransformerLayer, cfg: LocalConfig, mm_widths:
     if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         saved = sum(w for w, keep in zip(mm_widths, sac_saved_matmuls(mm_widths)) if keep)
-        q = layer.num_heads * layer.head_dim
-        per_token = ACT_BYTES * (h / cfg.sp_div + saved + q / cfg.tp) + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
+        per_token = ACT_BYTES * (h / cfg.sp_div + saved + layer.o_width / cfg.tp) + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
         return cfg.tokens * per_token, full + eager
     if cfg.fp8 and terms.fp8_saves_fp8_inputs and cfg.recompute != "full":
-        q, f = layer.num_heads * layer.head_dim, layer.ffn_hidden_size * max(1, layer.moe_top_k)
-        stored -= cfg.tokens * (2 * h / cfg.sp_div + (q + f) / cfg.tp)
+        o, f = layer.o_width, layer.ffn_hidden_size * max(1, layer.moe_top_k)
+        stored -= cfg.tokens * (2 * h / cfg.sp_div + (o + f) / cfg.tp)
     if cfg.recompute == "full":
         return stored, work + eager
     return stored + eager, work

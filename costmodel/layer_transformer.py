@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 
 from costmodel import comm
-from costmodel.flops import CAUSAL_ATTENTION_FRACTION, attention_context, ffn_matrices
-from costmodel.params import expert_params, layer_params, norm_params
+from costmodel.flops import CAUSAL_ATTENTION_FRACTION, attention_context, attention_core_width, ffn_matrices
+from costmodel.params import expert_params, layer_params, mla_replicated_params, norm_params, qk_norm_params
 from costmodel.engines import sac_saved_matmuls
 from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.precision import cast_bytes_per_element
@@ -19,7 +19,8 @@ def _projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float,
     """The dense block's projections in execution order as (n, k, output width) per token on one
     rank, under TP's column (QKV, FC1) and row (out-projection, FC2) splits (Shoeybi et al. 2019
     §3). Megatron fuses Q, K and V into one GEMM (and gate and up); torchtitan runs ``wq``, ``wk``,
-    ``wv``, ``wo``, ``w1``, ``w3``, ``w2`` one by one (torchtitan/models/llama/model.py)."""
+    ``wv``, ``wo``, ``w1``, ``w3``, ``w2`` one by one (torchtitan/models/llama/model.py). Multi-head
+    latent attention: :func:`_mla_projections`."""
     t, h = cfg.tp, layer.hidden_size
     q, kv, f = layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim, layer.ffn_hidden_size
     gated = ffn_matrices(layer) == 3
@@ -30,7 +31,33 @@ def _projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float,
         attn = [((q + 2 * kv) / t, h, (q + 2 * kv) / t), (h, q / t, h)]
         up = (ffn_matrices(layer) - 1) * f
         mlp = [(up / t, h, up / t), (h, f / t, h)]
+    if layer.is_mla:
+        attn = _mla_projections(layer, cfg)
     return attn + ([] if layer.is_moe else mlp)
+
+
+def _mla_projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float, float, float]]:
+    """MLA's projections as (n, k, output width) per token on one rank, in execution order (HF
+    ``modeling_deepseek_v3.py``: ``q_a_proj``, ``q_b_proj``, ``kv_a_proj_with_mqa``, ``kv_b_proj``,
+    ``o_proj``). Megatron-core ``multi_latent_attention.py``: the down-projections are duplicated on
+    every TP rank (on the rank's s/t tokens under SP, stated here as n/t), the up-projections are
+    column-parallel and the output projection row-parallel."""
+    t, h, d = cfg.tp, layer.hidden_size, cfg.sp_div
+    qr, kv_down = layer.q_lora_rank, layer.kv_lora_rank + layer.qk_rope_head_dim
+    kv_up = layer.num_heads * (layer.qk_nope_head_dim + layer.v_head_dim)
+    q = [(qr / d, h, qr / d), (layer.q_width / t, qr, layer.q_width / t)] if qr else [(layer.q_width / t, h, layer.q_width / t)]
+    return q + [(kv_down / d, h, kv_down / d), (kv_up / t, layer.kv_lora_rank, kv_up / t), (h, layer.o_width / t, h)]
+
+
+def _tp_input_width(layer: TransformerLayer) -> float:
+    """Width per token of what the attention's column-parallel projections read, all-gathered under
+    SP and all-reduced (their input gradient) backward: the hidden state, or for MLA the query latent
+    (or h without one), the key/value latent and the shared rotary key (Megatron-core
+    ``multi_latent_attention.py``: ``linear_q_up_proj`` / ``linear_kv_up_proj`` gather their latents,
+    ``k_pos_emb`` is gathered from the sequence-parallel region)."""
+    if not layer.is_mla:
+        return float(layer.hidden_size)
+    return float((layer.q_lora_rank or layer.hidden_size) + layer.kv_lora_rank + layer.qk_rope_head_dim)
 
 
 def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
@@ -90,7 +117,7 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     t = cfg.tp
     gemms, sac_gemms = _gemms_time(layer, cfg, cluster)
     frac = CAUSAL_ATTENTION_FRACTION if cfg.flash else 1.0
-    core = 4.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * layer.num_heads * layer.head_dim / t
+    core = 2.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * attention_core_width(layer) / t
     if cfg.flash:
         d = layer.head_dim
         ctx = attention_context(layer, cfg.seq_len / cfg.cp, frac)
@@ -101,7 +128,8 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     else:
         heads = layer.num_heads / t
         per_head = cfg.tokens / cfg.micro_batch
-        attn_f = 2 * matmul_time(cluster, per_head, cfg.seq_len, layer.head_dim, heads * cfg.micro_batch)
+        qk = matmul_time(cluster, per_head, cfg.seq_len, layer.head_dim, heads * cfg.micro_batch)
+        attn_f = qk * attention_core_width(layer) / layer.q_width  # QKᵀ, and PV (as wide for MHA)
         attn_b = 2 * attn_f
         drop = 2.5 if layer.dropout else 0.0
         fused = cfg.terms is None or cfg.terms.fused
@@ -123,7 +151,7 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """HBM bytes of a block's memory-bound forward ops: 2 norms, 2 residual adds, dropouts (replicated
     across TP unless SP), and the activation function (split by TP). Element counts per token, as
     fused kernels run them: norm 2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f
-    (read gate and up, write). Op by op (eager PyTorch, ``costmodel.engines``) a block moves
+    (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op (eager PyTorch, ``costmodel.engines``) a block moves
     :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm element, 5f for SwiGLU (``silu`` then the product) and
     :data:`EAGER_ROTARY_ELEMENTS` per query and key element for rotary embeddings."""
     h, f = layer.hidden_size, layer.ffn_hidden_size * max(1, layer.moe_top_k)
@@ -131,11 +159,13 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     rms = layer.norm == "rmsnorm" and not fused
     norm = EAGER_RMSNORM_ELEMENTS if rms else 2
     repl = 2 * norm * h + 6 * h + (4 * h if layer.dropout else 0)
+    repl += norm * ((layer.q_lora_rank or 0) + layer.kv_lora_rank)  # MLA's latent norms
     if not fused and (layer.out_bias or layer.mlp_bias or layer.dropout):
         repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h
     act = (3 if fused else 5) * f if layer.ffn_act == "swiglu" else 2 * f
     if rms:
-        act += EAGER_ROTARY_ELEMENTS * (layer.num_heads + layer.num_kv_heads) * layer.head_dim
+        rotary = (layer.num_heads + 1) * layer.qk_rope_head_dim if layer.is_mla else (layer.num_heads + layer.num_kv_heads) * layer.head_dim
+        act += EAGER_ROTARY_ELEMENTS * rotary
     return ACT_BYTES * cfg.tokens * (repl / cfg.sp_div + act / cfg.tp)
 
 
@@ -162,7 +192,7 @@ EAGER_ROTARY_ELEMENTS = 10
 read 4 + write 2 = 20 bytes); fused (compiled) it is part of the QKV epilogue. [derived, op by op]"""
 
 
-def tp_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, hidden_size: int) -> float:
+def tp_all_reduce(cluster: ClusterSpec, cfg: LocalConfig, hidden_size: float) -> float:
     """One Megatron TP all-reduce (or all-gather + reduce-scatter pair under SP: same volume;
     Korthikanti et al. 2022 §4.2.2) of the b·s·h activation (Narayanan et al. 2021 §3.2)."""
     if cfg.tp == 1:
@@ -183,10 +213,17 @@ def tp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, gem
     beyond its GEMM's time; the row-parallel linears' collectives stay on the critical path.
     With ``tp_comm_overlap`` (Transformer Engine userbuffers) every collective is chunked behind the
     block's ``gemm_s`` of GEMM time, except the first chunk of each (1/t of the pipelined ones; the
-    re-gather is a bulk overlap)."""
+    re-gather is a bulk overlap).
+    MLA's attention gathers its latents (:func:`_tp_input_width`, width ``w``) and reduces the h-wide
+    output, so its all-reduce equivalent has the mean width ``(h + w) / 2`` and its column linears'
+    input-gradient collective is ``w`` wide; ``a`` is the mean over the attention and the MLP (the
+    hidden width for every other block, where this reduces to one ``a``)."""
     if cfg.tp == 1:
         return 0.0, 0.0
-    a = tp_all_reduce(cluster, cfg, layer.hidden_size)
+    h, w = layer.hidden_size, _tp_input_width(layer)
+    a_mlp = tp_all_reduce(cluster, cfg, h)
+    a = (tp_all_reduce(cluster, cfg, (h + w) / 2) + a_mlp) / 2
+    columns = (tp_all_reduce(cluster, cfg, w), a_mlp)
     forward = (4 if cfg.recompute == "full" else 2) * a
     if cfg.tp_comm_overlap:
         regather = a if cfg.sp and cfg.terms is not None and cfg.terms.tp_async_backward else 0.0
@@ -195,9 +232,9 @@ def tp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, gem
     if cfg.terms is None or not cfg.terms.tp_async_backward:
         return forward + 2 * a, forward + 2 * a
     gemms = _column_gemm_times(layer, cfg, cluster)
-    if cfg.sp:  # per column linear: re-gather (a/2) behind dgrad, reduce-scatter (a/2) behind wgrad
-        return forward + 3 * a, forward + a + sum(2 * max(0.0, a / 2 - g) for g in gemms)
-    return forward + 2 * a, forward + sum(max(0.0, a - g) for g in gemms)
+    if cfg.sp:  # per column linear: re-gather (c/2) behind dgrad, reduce-scatter (c/2) behind wgrad
+        return forward + 3 * a, forward + a + sum(2 * max(0.0, c / 2 - g) for c, g in zip(columns, gemms))
+    return forward + 2 * a, forward + sum(max(0.0, c - g) for c, g in zip(columns, gemms))
 
 
 def _column_gemm_times(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
@@ -233,7 +270,8 @@ def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: Cluster
 
 def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tuple[float, float]:
     """(all, expert) parameters on one GPU: weights split by TP, norms and row biases replicated,
-    experts split by EP and by TP (expert-TP = TP, Megatron's default)."""
+    experts split by EP and by TP (expert-TP = TP, Megatron's default); MLA's down-projections and
+    latent norms, and per-head q/k norms, replicated (:func:`costmodel.params.mla_replicated_params`)."""
     total = layer_params(layer)
     experts = expert_params(layer)
     n_norms = 3 if layer.cross_attention else 2
@@ -241,6 +279,7 @@ def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tupl
     replicated += layer.hidden_size * (int(layer.out_bias) + int(layer.mlp_bias and not layer.is_moe))
     if layer.is_moe:
         replicated += layer.hidden_size * layer.num_experts
+    replicated += mla_replicated_params(layer) + qk_norm_params(layer)
     dense = total - experts - replicated
     local_experts = experts / (cfg.ep * cfg.tp)
     return dense / cfg.tp + replicated + local_experts, local_experts
@@ -257,7 +296,7 @@ def _cp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, at
     (costmodel-notes 2.6.4, "CP, all-gather")."""
     if cfg.cp == 1:
         return 0.0, 0.0
-    kv_bytes = 2 * cfg.tokens * layer.num_kv_heads * layer.head_dim / cfg.tp * ACT_BYTES
+    kv_bytes = cfg.tokens * (layer.k_width + layer.v_width) / cfg.tp * ACT_BYTES  # MLA: up-projected K, V
     if cfg.terms is not None and cfg.terms.cp_all_gather:
         group = comm.place_group(cfg.cp, cfg.tp, cluster.gpus_per_node)
         gathered = cfg.cp * kv_bytes

@@ -54,14 +54,17 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     the permuted tokens 2h·k. Eager attention without selective recompute adds 5·a·s per token
     (scores, softmax, dropout); FlashAttention stores its fp32 log-sum-exp (4·a per token). Full
     recompute stores the layer input and needs one layer's activations while it recomputes.
+    Multi-head latent attention stores Q and K ``a·d_qk`` wide, V and the attention output ``a·d_v``
+    wide, and its latents (:func:`mla_latent_bytes_per_token`).
     """
-    h, q, kv = layer.hidden_size, layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
+    h = layer.hidden_size
     k = max(1, layer.moe_top_k)
-    repl = 4 * h + 2 * h + 2 * h + (2 * h if layer.dropout else 0)
+    repl = 4 * h + 2 * h + 2 * h + (2 * h if layer.dropout else 0) + mla_latent_bytes_per_token(layer)
     mlp = (6 if layer.ffn_act == "swiglu" else 4) * layer.ffn_hidden_size * k
-    split = 2 * q + 4 * kv + 2 * q + mlp + (2 * h * k if layer.is_moe else 0)
+    attention = 2 * layer.q_width + 2 * (layer.k_width + layer.v_width) + 2 * layer.o_width
+    split = attention + mlp + (2 * h * k if layer.is_moe else 0)
     if layer.cross_attention:
-        split += 2 * q + 4 * kv + 2 * q
+        split += attention
     if cfg.flash:
         split += 4 * layer.num_heads
     elif cfg.recompute == "none":
@@ -70,6 +73,18 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     if cfg.recompute == "full":
         return cfg.tokens * h * ACT_BYTES / cfg.sp_div, full
     return full, 0.0
+
+
+def mla_latent_bytes_per_token(layer: TransformerLayer) -> int:
+    """Activation bytes per token (bf16) MLA keeps of its latents for backward, replicated across
+    TP ranks and split by SP (Megatron-core ``multi_latent_attention.py``: the duplicated
+    down-projections run on the rank's s/t tokens and the column-parallel up-projections gather
+    their inputs): the query latent before and after its RMSNorm (2·d_c' + 2·d_c'), the key/value
+    down-projection output (2·(d_c + d_h^R)) and the normalised key/value latent (2·d_c)
+    (DeepSeek-V2 arXiv:2405.04434 §2.1.2 eqs. 9-12). 0 for a non-MLA block."""
+    if not layer.is_mla:
+        return 0
+    return 4 * (layer.q_lora_rank or 0) + 4 * layer.kv_lora_rank + 2 * layer.qk_rope_head_dim
 
 
 def in_flight_by_rank(schedule: str, pp: int, vpp: int, num_microbatches: int) -> np.ndarray:

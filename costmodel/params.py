@@ -10,6 +10,7 @@ Sources:
 - Narayanan et al. 2021 (arXiv:2104.04473) eq. 2, ``P = 12·l·h²·(1 + 13/(12h) + (V+s)/(12·l·h))``,
   which adds the bias terms the Megatron formula leaves out (13·h per block: QKV 3h, out-proj h,
   MLP 4h + h, two LayerNorms 4h) and a learned position table ``s·h``.
+- Multi-head latent attention (DeepSeek-V2/V3): :func:`mla_params`.
 - Mixture of experts (Hugging Face ``MixtralSparseMoeBlock``): a bias-free router ``h·E`` plus ``E``
   experts; an always-on shared expert adds one more MLP of its own width. Active parameters count
   the router, the shared expert and only ``top_k`` routed experts.
@@ -34,6 +35,9 @@ from costmodel.specs import (
 __all__ = [
     "norm_params",
     "attention_params",
+    "mla_params",
+    "qk_norm_params",
+    "mla_replicated_params",
     "mlp_params",
     "expert_params",
     "layer_params",
@@ -52,16 +56,43 @@ def attention_params(layer: TransformerLayer) -> int:
     """Q, K, V and output projections (GQA-aware) with their biases where flagged.
 
     Megatron ``theoretical_memory_usage.py``: ``2·h·h_q·(1 + kv/a)`` weights; biases ``h_q + 2·kv·d``
-    on Q/K/V and ``h`` on the output projection.
+    on Q/K/V and ``h`` on the output projection. Multi-head latent attention: :func:`mla_params`.
     """
     h = layer.hidden_size
-    q_width = layer.num_heads * layer.head_dim
-    kv_width = layer.num_kv_heads * layer.head_dim
-    weights = h * q_width + 2 * h * kv_width + q_width * h
-    qkv_bias = q_width + 2 * kv_width if layer.qkv_bias else 0
-    out_bias = h if layer.out_bias else 0
-    one = weights + qkv_bias + out_bias
+    if layer.is_mla:
+        one = mla_params(layer)
+    else:
+        weights = h * layer.q_width + h * (layer.k_width + layer.v_width) + layer.o_width * h
+        qkv_bias = layer.q_width + layer.k_width + layer.v_width if layer.qkv_bias else 0
+        one = weights + qkv_bias + (h if layer.out_bias else 0)
     return 2 * one if layer.cross_attention else one  # a decoder's cross-attention has its own Q, K, V, O
+
+
+def mla_replicated_params(layer: TransformerLayer) -> int:
+    """MLA parameters every TP rank holds whole: the query and key/value down-projections
+    ``W^DQ`` (h x d_c') and ``[W^DKV; W^KR]`` (h x (d_c + d_h^R)) with their biases, and the two
+    latent RMSNorms (Megatron-core ``multi_latent_attention.py``: ``linear_q_down_proj`` and
+    ``linear_kv_down_proj`` are ``parallel_mode='duplicated'``; HF ``modeling_deepseek_v3.py``
+    ``q_a_proj`` / ``kv_a_proj_with_mqa`` carry ``attention_bias``). 0 for a non-MLA block."""
+    if not layer.is_mla:
+        return 0
+    h, qr, kvr = layer.hidden_size, layer.q_lora_rank or 0, layer.kv_lora_rank
+    kv_down = (h + int(layer.qkv_bias)) * (kvr + layer.qk_rope_head_dim)
+    q_down = (h + int(layer.qkv_bias)) * qr + norm_params(layer.norm, qr) if qr else 0
+    return q_down + kv_down + norm_params(layer.norm, kvr)
+
+
+def mla_params(layer: TransformerLayer) -> int:
+    """One multi-head latent attention (DeepSeek-V2 arXiv:2405.04434 §2.1.2 eqs. 9-19; DeepSeek-V3
+    arXiv:2412.19437 §2.1.1; HF ``modeling_deepseek_v3.py::DeepseekV3Attention``): the replicated
+    down-projections and latent norms (:func:`mla_replicated_params`), the query up-projection
+    ``W^UQ; W^QR`` (d_c' x a·(d_h + d_h^R)) or, without a query latent, ``W^Q`` (h x a·(d_h + d_h^R)),
+    the key/value up-projection ``W^UK; W^UV`` (d_c x a·(d_h + d_v)) and the output projection
+    ``W^O`` (a·d_v x h, bias with ``out_bias``). DeepSeek-V3: 187,107,328 per block."""
+    h, a = layer.hidden_size, layer.num_heads
+    q_in = layer.q_lora_rank or h
+    up = q_in * layer.q_width + layer.kv_lora_rank * a * (layer.qk_nope_head_dim + layer.v_head_dim)
+    return mla_replicated_params(layer) + up + layer.o_width * h + (h if layer.out_bias else 0)
 
 
 def mlp_params(hidden_size: int, ffn_hidden_size: int, gated: bool, bias: bool) -> int:
@@ -95,7 +126,13 @@ def _block_params(layer: TransformerLayer, routed_experts: int) -> int:
     if layer.is_moe and layer.shared_expert_ffn_hidden_size:
         mlp += mlp_params(h, layer.shared_expert_ffn_hidden_size, gated, layer.mlp_bias)
     norms = (3 if layer.cross_attention else 2) * norm_params(layer.norm, h)  # pre-attention (x2 with cross-attention), pre-MLP
-    return attention_params(layer) + mlp + norms
+    return attention_params(layer) + mlp + norms + qk_norm_params(layer)
+
+
+def qk_norm_params(layer: TransformerLayer) -> int:
+    """Per-head query and key norms (HF ``modeling_qwen3.py``: ``q_norm`` and ``k_norm`` are
+    ``RMSNorm(head_dim)``), shared by every head and so replicated under TP; 0 without them."""
+    return 2 * norm_params(layer.norm, layer.head_dim) if layer.qk_norm else 0
 
 
 def layer_params(layer: Layer) -> int:

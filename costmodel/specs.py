@@ -9,9 +9,9 @@ configs or traced modules, and ``profiles`` loads hardware.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer, model_validator
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
@@ -79,10 +79,81 @@ class TransformerLayer(BaseModel):
     """Attention and hidden dropout are on (their masks are stored for backward)."""
     sliding_window: int | None = Field(default=None, gt=0)
     """Attention window in tokens (Mistral); None for full attention."""
+    attention_chunk: int | None = Field(default=None, gt=0)
+    """Chunked (local) attention: a query attends only to keys of its own chunk of this many tokens
+    (Llama 4's rotary layers, ``attention_chunk_size`` 8192); None for attention over the sequence."""
+    qk_norm: bool = False
+    """Per-head RMSNorms on queries and keys, one ``head_dim`` weight each (Qwen3 ``q_norm`` /
+    ``k_norm``; Megatron ``--qk-layernorm``)."""
+    kv_lora_rank: int = Field(default=0, ge=0)
+    """Multi-head latent attention (MLA, DeepSeek-V2 arXiv:2405.04434 §2.1.2): width of the joint
+    key/value latent ``c_KV``; 0 for plain MHA / GQA / MQA. With MLA, ``head_dim`` is the query/key
+    head width ``qk_nope_head_dim + qk_rope_head_dim`` and ``num_kv_heads`` equals ``num_heads``."""
+    q_lora_rank: int | None = Field(default=None, gt=0)
+    """MLA: width of the query latent ``c_Q`` (§2.1.2 eq. 12); None for a plain query projection
+    (DeepSeek-V2-Lite)."""
+    qk_nope_head_dim: int = Field(default=0, ge=0)
+    """MLA: per-head query/key width without rotary position (``d_h``)."""
+    qk_rope_head_dim: int = Field(default=0, ge=0)
+    """MLA: per-head query width with rotary position, and the one shared rotary key (``d_h^R``)."""
+    v_head_dim: int = Field(default=0, ge=0)
+    """MLA: per-head value width (0 elsewhere: values are ``head_dim`` wide)."""
+
+    @model_validator(mode="after")
+    def _mla_shape(self) -> "TransformerLayer":
+        """An MLA block states a consistent head layout (DeepSeek-V3 config.json: 128 + 64 = 192)."""
+        if not self.kv_lora_rank:
+            if self.q_lora_rank or self.qk_nope_head_dim or self.qk_rope_head_dim:
+                raise ValueError("q_lora_rank / qk_*_head_dim are MLA fields: set kv_lora_rank too")
+            return self
+        if self.head_dim != self.qk_nope_head_dim + self.qk_rope_head_dim:
+            raise ValueError(f"MLA head_dim {self.head_dim} != qk_nope_head_dim {self.qk_nope_head_dim} + "
+                             f"qk_rope_head_dim {self.qk_rope_head_dim}")
+        if self.num_kv_heads != self.num_heads or not self.v_head_dim:
+            raise ValueError("MLA needs num_kv_heads == num_heads and a v_head_dim")
+        return self
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave out the chunk, q/k-norm and MLA fields where they hold their defaults, so a block without
+        them dumps (and hashes: ``planner.plans.spec_digest``) as it did before they existed."""
+        data = handler(self)
+        for key in _OPTIONAL_BLOCK_FIELDS:
+            if key in data and data[key] == type(self).model_fields[key].default:
+                del data[key]
+        return data
 
     @property
     def is_moe(self) -> bool:
         return self.num_experts > 0
+
+    @property
+    def is_mla(self) -> bool:
+        """Multi-head latent attention (DeepSeek-V2/V3) rather than MHA / GQA / MQA."""
+        return self.kv_lora_rank > 0
+
+    @property
+    def q_width(self) -> int:
+        """Query width per token after projection (``a·d_qk``)."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def k_width(self) -> int:
+        """Key width per token as attention reads it (MLA: every head's up-projected key)."""
+        return self.num_kv_heads * self.head_dim
+
+    @property
+    def v_width(self) -> int:
+        """Value width per token as attention reads it (MLA: ``a·d_v``)."""
+        return self.num_kv_heads * (self.v_head_dim or self.head_dim)
+
+    @property
+    def o_width(self) -> int:
+        """Attention output width per token, the output projection's input (``a·d_v``)."""
+        return self.num_heads * (self.v_head_dim or self.head_dim)
+
+
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 class NormLayer(BaseModel):

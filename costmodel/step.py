@@ -144,7 +144,8 @@ def view_key(cfg: ParallelConfig, recompute: str) -> tuple:
     the key)."""
     return (recompute, cfg.micro_batch, cfg.seq_len, cfg.tp, cfg.cp, cfg.ep, cfg.sp, cfg.attention, cfg.zero == 3,
             cfg.dp * cfg.cp if cfg.zero == 3 else 0, cfg.pp > 1, cfg.engine, cfg.compile, cfg.loss_fusion,
-            cfg.grad_reduce_bytes, cfg.tp_comm_overlap, cfg.zero3_bucket_params, cfg.overlap_param_gather, cfg.precision)
+            cfg.grad_reduce_bytes, cfg.tp_comm_overlap, cfg.zero3_bucket_params, cfg.overlap_param_gather, cfg.precision,
+            cfg.tp_async_backward)
 
 
 def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> LocalConfig:

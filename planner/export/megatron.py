@@ -107,7 +107,8 @@ def _check_model(model: ModelSpec) -> None:
     assert isinstance(first, TransformerLayer)
     for i, layer in enumerate(model.layers[1:-2], start=1):
         assert isinstance(layer, TransformerLayer)
-        for field in ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_act", "norm"):
+        for field in ("hidden_size", "num_heads", "num_kv_heads", "head_dim", "ffn_act", "norm", "kv_lora_rank",
+                      "q_lora_rank", "v_head_dim", "qk_norm"):
             if getattr(layer, field) != getattr(first, field):
                 raise UnsupportedPlanError(TARGET, f"model.layers[{i}].{field}", "Megatron-LM takes one value for every block")
 
@@ -121,8 +122,14 @@ def _model_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
             "--ffn-hidden-size", str((dense or blocks)[0].ffn_hidden_size), "--num-attention-heads", str(b.num_heads)]
     if b.num_kv_heads != b.num_heads:
         args += ["--group-query-attention", "--num-query-groups", str(b.num_kv_heads)]
-    if b.head_dim * b.num_heads != b.hidden_size:
+    if b.is_mla:  # megatron/training/arguments.py: MLA flags (TransformerConfig's MLATransformerConfig)
+        args += ["--multi-latent-attention", "--kv-lora-rank", str(b.kv_lora_rank), "--qk-head-dim", str(b.qk_nope_head_dim),
+                 "--qk-pos-emb-head-dim", str(b.qk_rope_head_dim), "--v-head-dim", str(b.v_head_dim)]
+        args += ["--q-lora-rank", str(b.q_lora_rank)] if b.q_lora_rank else []
+    elif b.head_dim * b.num_heads != b.hidden_size:
         args += ["--kv-channels", str(b.head_dim)]
+    if b.qk_norm:
+        args.append("--qk-layernorm")
     args += _position_args(plan, model, notes)
     if b.ffn_act == "swiglu":
         args.append("--swiglu")
@@ -136,6 +143,9 @@ def _model_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
     windows = sorted({x.sliding_window for x in blocks if x.sliding_window})
     if windows:
         notes.append(f"sliding-window attention ({', '.join(map(str, windows))} tokens) is not emitted: set Megatron-LM's window option yourself")
+    chunks = sorted({x.attention_chunk for x in blocks if x.attention_chunk})
+    if chunks:
+        notes.append(f"chunked attention ({', '.join(map(str, chunks))}-token chunks) is not emitted: set it up yourself")
     emb = model.layers[0]
     if isinstance(emb, EmbeddingLayer) and emb.norm:
         notes.append("the embedding has its own norm, which pretrain_gpt.py does not build")

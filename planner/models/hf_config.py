@@ -1,17 +1,18 @@
 """Read a Hugging Face ``config.json`` (stdlib ``json`` only, no transformers) into a ModelSpec.
 
 Supported ``model_type`` values are the keys of :data:`planner.models.hf_families.FAMILIES`
-(llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, gpt2, gpt_neox, bloom); a language
-model nested under ``text_config`` is read from there. Problems found in one file are collected and
+(llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, llama4,
+gpt2, gpt_neox, bloom); a language model nested under ``text_config`` is read from there (Llama 4). Problems found in one file are collected and
 raised together as one :class:`planner.errors.InputError` line naming the file and the fix.
 
-Not represented (no spec field; a few thousand parameters at most): Qwen3's per-head q/k RMSNorms
-(``2·head_dim`` per block) and Qwen2-MoE's ``shared_expert_gate`` (``h`` per MoE block).
+Not represented (no spec field; a few thousand parameters at most): Qwen2-MoE's
+``shared_expert_gate`` (``h`` per MoE block).
 GPT-NeoX's ``use_parallel_residual`` and ``rotary_pct`` change neither parameters nor FLOPs.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -130,19 +131,52 @@ def _sliding_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
     return window, [True] * layers
 
 
-def _moe_layers(cfg: _Reader, layers: int, ffn: int) -> tuple[int, int, int, int, list[bool]]:
-    """``(experts, top_k, expert_ffn, shared_ffn, is_moe per layer)`` for the family's MoE layout.
+@dataclass(frozen=True)
+class _MoeLayout:
+    experts: int
+    top_k: int
+    expert_ffn: int
+    shared_ffn: int
+    dense_ffn: int
+    """Width of the dense MLP of the layers that are not MoE."""
+    is_moe: list[bool]
+
+
+def _chunked_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
+    """Llama 4's chunk and which layers use it (transformers ``Llama4TextConfig.__post_init__``:
+    ``layer_types`` when given, else ``chunked_attention`` where ``no_rope_layers`` is 1, by default
+    every layer but each ``no_rope_layer_interval``-th (4))."""
+    chunk = cfg.raw.get("attention_chunk_size")
+    if not cfg.family.chunked or chunk is None:
+        return None, [False] * layers
+    chunk = cfg.count("attention_chunk_size")
+    layer_types, no_rope = cfg.raw.get("layer_types"), cfg.raw.get("no_rope_layers")
+    if isinstance(layer_types, list) and len(layer_types) == layers:
+        return chunk, [t == "chunked_attention" for t in layer_types]
+    if isinstance(no_rope, list) and len(no_rope) == layers:
+        return chunk, [bool(x) for x in no_rope]
+    interval = cfg.count("no_rope_layer_interval", default=4)
+    return chunk, [(i + 1) % interval != 0 for i in range(layers)]
+
+
+def _moe_layers(cfg: _Reader, layers: int, ffn: int) -> _MoeLayout:
+    """Experts, their widths and which layers hold them, for the family's MoE layout.
 
     Mixtral: every layer is MoE with experts of width ``intermediate_size`` (``ffn``). Qwen2-MoE and
     Qwen3-MoE: layer ``i`` is MoE unless listed in ``mlp_only_layers`` or ``(i + 1)`` is not a
-    multiple of ``decoder_sparse_step``; experts have width ``moe_intermediate_size``.
+    multiple of ``decoder_sparse_step``; experts have width ``moe_intermediate_size``. DeepSeek:
+    :func:`_deepseek_layers`; Llama 4: :func:`_llama4_layers`.
     """
     layout = cfg.family.moe
     if layout == "none":
-        return 0, 0, 0, 0, [False] * layers
+        return _MoeLayout(0, 0, 0, 0, ffn, [False] * layers)
     if layout == "mixtral":
         experts, top_k = cfg.count("num_local_experts"), cfg.count("num_experts_per_tok")
-        return experts, top_k, ffn, 0, [True] * layers
+        return _MoeLayout(experts, top_k, ffn, 0, ffn, [True] * layers)
+    if layout == "deepseek":
+        return _deepseek_layers(cfg, layers, ffn)
+    if layout == "llama4":
+        return _llama4_layers(cfg, layers, ffn)
     experts = cfg.count("num_experts")
     top_k = cfg.count("num_experts_per_tok")
     expert_ffn = cfg.count("moe_intermediate_size")
@@ -150,7 +184,56 @@ def _moe_layers(cfg: _Reader, layers: int, ffn: int) -> tuple[int, int, int, int
     step = cfg.count("decoder_sparse_step", default=1)
     dense = set(cfg.int_list("mlp_only_layers"))
     is_moe = [i not in dense and (i + 1) % step == 0 for i in range(layers)]
-    return experts, top_k, expert_ffn, shared, is_moe
+    return _MoeLayout(experts, top_k, expert_ffn, shared, ffn, is_moe)
+
+
+def _deepseek_layers(cfg: _Reader, layers: int, ffn: int) -> _MoeLayout:
+    """DeepSeek-V2/V3 (``modeling_deepseek.py`` of deepseek-ai/DeepSeek-V3, and transformers'
+    ``DeepseekV3DecoderLayer``): layer ``i`` is MoE when ``n_routed_experts`` is set, ``i >=
+    first_k_dense_replace`` and ``i % moe_layer_freq == 0``; ``n_shared_experts`` always-on experts
+    form one shared MLP of ``n_shared_experts * moe_intermediate_size``
+    (``DeepseekV3MoE.shared_experts``)."""
+    if cfg._find("n_routed_experts")[1] is None:  # a dense model
+        return _MoeLayout(0, 0, 0, 0, ffn, [False] * layers)
+    experts, top_k = cfg.count("n_routed_experts"), cfg.count("num_experts_per_tok")
+    expert_ffn = cfg.count("moe_intermediate_size")
+    shared = cfg.raw.get("n_shared_experts") or 0
+    if isinstance(shared, bool) or not isinstance(shared, int) or shared < 0:
+        cfg.problems.append(f"has 'n_shared_experts' = {shared!r:.40}; it must be a whole number")
+        shared = 0
+    first = cfg.raw.get("first_k_dense_replace") or 0
+    if isinstance(first, bool) or not isinstance(first, int) or first < 0:
+        cfg.problems.append(f"has 'first_k_dense_replace' = {first!r:.40}; it must be a whole number")
+        first = 0
+    freq = cfg.count("moe_layer_freq", default=1)
+    is_moe = [i >= first and i % freq == 0 for i in range(layers)]
+    return _MoeLayout(experts, top_k, expert_ffn, shared * expert_ffn, ffn, is_moe)
+
+
+def _llama4_layers(cfg: _Reader, layers: int, ffn: int) -> _MoeLayout:
+    """Llama 4 (transformers ``configuration_llama4.py`` / ``modeling_llama4.py``): the layers in
+    ``moe_layers``, else every ``interleave_moe_layer_step``-th from ``step - 1``, hold
+    ``num_local_experts`` experts of ``intermediate_size`` with top-``num_experts_per_tok`` (class
+    default 1) routing plus one shared expert of the same width (``Llama4TextMoe.shared_expert``);
+    the other layers a dense MLP of ``intermediate_size_mlp``."""
+    experts, top_k = cfg.count("num_local_experts"), cfg.count("num_experts_per_tok", default=1)
+    dense_ffn = cfg.count("intermediate_size_mlp", default=ffn)
+    step = cfg.count("interleave_moe_layer_step", default=1)
+    listed = cfg.int_list("moe_layers") if cfg.raw.get("moe_layers") is not None else None
+    moe = set(listed) if listed is not None else set(range(step - 1, layers, step))
+    return _MoeLayout(experts, top_k, ffn, ffn, dense_ffn, [i in moe for i in range(layers)])
+
+
+def _mla_fields(cfg: _Reader) -> dict[str, Any]:
+    """The MLA shape of a DeepSeek-V2/V3 config (``DeepseekV3Attention``): ``head_dim`` is the
+    query/key head width ``qk_nope_head_dim + qk_rope_head_dim``; every head has its own key and
+    value; ``q_lora_rank`` null means a plain query projection (DeepSeek-V2-Lite)."""
+    if not cfg.family.mla:
+        return {}
+    nope, rope = cfg.count("qk_nope_head_dim"), cfg.count("qk_rope_head_dim")
+    q_rank = cfg.count("q_lora_rank") if cfg.raw.get("q_lora_rank") is not None else None
+    return dict(kv_lora_rank=cfg.count("kv_lora_rank"), q_lora_rank=q_rank, qk_nope_head_dim=nope,
+                qk_rope_head_dim=rope, v_head_dim=cfg.count("v_head_dim"), head_dim=nope + rope)
 
 
 def _check_shapes(
@@ -162,7 +245,7 @@ def _check_shapes(
             f"has {kv_heads} key/value heads, which does not divide {heads} attention heads; "
             "fix 'num_key_value_heads'"
         )
-    if cfg.raw.get("head_dim") is None and hidden % heads:
+    if cfg.raw.get("head_dim") is None and hidden % heads and not cfg.family.mla:
         cfg.problems.append(
             f"has hidden size {hidden} not divisible by {heads} heads and no 'head_dim'; "
             "add 'head_dim'"
@@ -199,37 +282,45 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
     mlp_bias = cfg.flag("mlp_bias", family.mlp_bias) if family.mlp_bias_key else family.mlp_bias
     tied = cfg.flag("tie_word_embeddings", family.tied_default)
     window, sliding = _sliding_layers(cfg, layers)
-    experts, top_k, expert_ffn, shared_ffn, is_moe = _moe_layers(cfg, layers, ffn)
-    _check_shapes(cfg, hidden, heads, kv_heads, experts, top_k)
+    chunk, chunked = _chunked_layers(cfg, layers)
+    moe = _moe_layers(cfg, layers, ffn)
+    mla = _mla_fields(cfg)
+    if mla:
+        kv_heads, head_dim = heads, mla["head_dim"]
+    _check_shapes(cfg, hidden, heads, kv_heads, moe.experts, moe.top_k)
     if cfg.missing:
         them = "it" if len(cfg.missing) == 1 else "them"
         cfg.problems.insert(0, f"lacks {', '.join(cfg.missing)}; add {them} or {_FIX}")
     if cfg.problems:
         raise InputError(f"{where} " + "; ".join(dict.fromkeys(cfg.problems)))
 
-    def block(moe: bool, windowed: bool) -> TransformerLayer:
+    def block(sparse: bool, windowed: bool, local: bool) -> TransformerLayer:
         return TransformerLayer(
             hidden_size=hidden,
             num_heads=heads,
             num_kv_heads=kv_heads,
             head_dim=head_dim,
-            ffn_hidden_size=expert_ffn if moe else ffn,
+            ffn_hidden_size=moe.expert_ffn if sparse else moe.dense_ffn,
             ffn_act=_ffn_act(raw, family),
-            num_experts=experts if moe else 0,
-            moe_top_k=top_k if moe else 0,
-            shared_expert_ffn_hidden_size=shared_ffn if moe else 0,
+            num_experts=moe.experts if sparse else 0,
+            moe_top_k=moe.top_k if sparse else 0,
+            shared_expert_ffn_hidden_size=moe.shared_ffn if sparse else 0,
             norm=family.norm,
             qkv_bias=family.qkv_bias if attn_bias is None else attn_bias,
             out_bias=family.out_bias if attn_bias is None else attn_bias,
             mlp_bias=mlp_bias,
             dropout=_dropout(raw, family),
             sliding_window=window if windowed else None,
+            attention_chunk=chunk if local else None,
+            qk_norm=family.qk_norm,
+            **{k: v for k, v in mla.items() if k != "head_dim"},
         )
 
-    kinds = {(m, w): block(m, w) for m, w in set(zip(is_moe, sliding))}
+    layout = list(zip(moe.is_moe, sliding, chunked))
+    kinds = {key: block(*key) for key in set(layout)}
     return decoder_lm(
         name,
-        blocks=[kinds[m, w] for m, w in zip(is_moe, sliding)],
+        blocks=[kinds[key] for key in layout],
         vocab_size=vocab,
         tied_embeddings=tied,
         max_seq_len=max_pos,

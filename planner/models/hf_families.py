@@ -16,7 +16,7 @@ from costmodel.specs import NormKind
 
 __all__ = ["Family", "FAMILIES", "TEXT_SUFFIX"]
 
-MoeLayout = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe"]
+MoeLayout = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek", "llama4"]
 SlidingRule = Literal["none", "all", "qwen"]
 
 TEXT_SUFFIX = "_text"
@@ -39,6 +39,9 @@ _BLOOM_ALIASES = {
 }
 # MixtralConfig.attribute_map: num_experts -> num_local_experts.
 _MIXTRAL_ALIASES = {"num_local_experts": ("num_experts",)}
+# DeepseekV3Config.attribute_map: num_local_experts -> n_routed_experts; DeepseekV2Config: num_experts.
+_DEEPSEEK_V3_ALIASES = {"n_routed_experts": ("num_local_experts",)}
+_DEEPSEEK_V2_ALIASES = {"n_routed_experts": ("num_experts",)}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,6 +67,19 @@ class Family:
     embedding_norm: bool = False
     """A LayerNorm right after the token lookup (BLOOM ``word_embeddings_layernorm``)."""
     moe: MoeLayout = "none"
+    """Where the experts are: ``mixtral`` every layer; ``qwen2_moe`` / ``qwen3_moe`` by
+    ``decoder_sparse_step`` and ``mlp_only_layers``; ``deepseek`` from ``first_k_dense_replace``
+    on, every ``moe_layer_freq``-th layer, with ``n_shared_experts`` always-on experts; ``llama4``
+    the ``moe_layers`` (or every ``interleave_moe_layer_step``-th layer), a shared expert of
+    ``intermediate_size`` and dense layers of ``intermediate_size_mlp``."""
+    mla: bool = False
+    """Multi-head latent attention (DeepSeek-V2/V3: ``q_lora_rank``, ``kv_lora_rank``,
+    ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``)."""
+    qk_norm: bool = False
+    """Per-head RMSNorm weights on queries and keys (Qwen3 ``q_norm`` / ``k_norm``)."""
+    chunked: bool = False
+    """Chunked attention of ``attention_chunk_size`` tokens on the layers ``layer_types`` names
+    ``chunked_attention`` (Llama 4: by default the rotary layers, three in every four)."""
     sliding: SlidingRule = "none"
     """``all``: ``sliding_window`` applies to every layer (Mistral, Mixtral); ``qwen``: only when
     ``use_sliding_window`` is true, to layers from ``max_window_layers`` on."""
@@ -86,11 +102,21 @@ FAMILIES: dict[str, Family] = {
     "qwen2": Family(**_LLAMA_LIKE, qkv_bias=True, out_bias=False, sliding="qwen"),
     "qwen2_moe": Family(**_LLAMA_LIKE, qkv_bias=True, out_bias=False, sliding="qwen",
                         moe="qwen2_moe"),
-    # Qwen3Attention: bias=config.attention_bias on q/k/v/o (default False).
+    # Qwen3Attention: bias=config.attention_bias on q/k/v/o (default False); q_norm, k_norm.
     "qwen3": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
-                    sliding="qwen"),
+                    sliding="qwen", qk_norm=True),
     "qwen3_moe": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
-                        sliding="qwen", moe="qwen3_moe"),
+                        sliding="qwen", moe="qwen3_moe", qk_norm=True),
+    # DeepseekV2/V3Attention: MLA, attention_bias on q_a_proj, kv_a_proj_with_mqa and o_proj;
+    # DeepseekV2MLP bias=config.mlp_bias, DeepseekV3MLP no bias; router h x E without bias.
+    "deepseek_v2": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                          mlp_bias_key=True, moe="deepseek", mla=True, aliases=_DEEPSEEK_V2_ALIASES),
+    "deepseek_v3": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                          moe="deepseek", mla=True, aliases=_DEEPSEEK_V3_ALIASES),
+    # Llama4TextAttention: bias=config.attention_bias; its qk_norm is an L2 norm without weights.
+    # Llama4TextMoe: experts, a router h x E without bias, one shared expert of intermediate_size.
+    "llama4": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
+                     moe="llama4", chunked=True),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
                    mlp_bias=True, ffn_default_4h=True, learned_positions=True,

@@ -177,7 +177,39 @@ def _qwen3_moe(layers: int, hidden: int, heads: int, ffn: int, expert_ffn: int) 
                 attention_bias=False, use_sliding_window=False, rms_norm_eps=1e-6)
 
 
+# deepseek-ai/DeepSeek-V3/config.json (architecture fields; the MTP module, num_nextn_predict_layers,
+# is not part of the main model the parameter total counts). 671B total, 37B activated.
+_DEEPSEEK_V3 = dict(
+    model_type="deepseek_v3", architectures=["DeepseekV3ForCausalLM"], hidden_size=7168, intermediate_size=18432,
+    moe_intermediate_size=2048, n_routed_experts=256, n_shared_experts=1, num_experts_per_tok=8, n_group=8,
+    topk_group=4, first_k_dense_replace=3, moe_layer_freq=1, num_hidden_layers=61, num_attention_heads=128,
+    num_key_value_heads=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
+    v_head_dim=128, vocab_size=129280, max_position_embeddings=163840, tie_word_embeddings=False,
+    attention_bias=False, hidden_act="silu", rms_norm_eps=1e-6, num_nextn_predict_layers=1)
+
+
+def _llama4(experts: int, step: int, max_positions: int) -> dict:
+    """Llama 4 (meta-llama/Llama-4-*/config.json ``text_config``; the defaults of transformers'
+    ``Llama4TextConfig`` are Scout's): 48 layers of width 5120, 40 heads and 8 KV heads of 128,
+    experts of 8192 with top-1 routing and a shared expert of 8192 on every ``step``-th layer, dense
+    MLPs of 16384 elsewhere, vocabulary 202048, untied head."""
+    text = dict(model_type="llama4_text", hidden_size=5120, intermediate_size=8192, intermediate_size_mlp=16384,
+                num_hidden_layers=48, num_attention_heads=40, num_key_value_heads=8, head_dim=128,
+                num_local_experts=experts, num_experts_per_tok=1, interleave_moe_layer_step=step,
+                vocab_size=202048, max_position_embeddings=max_positions, attention_bias=False,
+                attention_chunk_size=8192, rms_norm_eps=1e-5, hidden_act="silu")
+    return dict(model_type="llama4", architectures=["Llama4ForConditionalGeneration"], tie_word_embeddings=False,
+                text_config=text)
+
+
 HF_PRESETS: dict[str, HfArch] = {
+    "deepseek-v3": HfArch(description="DeepSeek-V3 671B (MLA, 1 shared + 256 routed experts, top-8, 3 dense layers first)",
+                          source="deepseek-ai/DeepSeek-V3/config.json; arXiv:2412.19437", config=_DEEPSEEK_V3),
+    "llama4-scout": HfArch(description="Llama 4 Scout 17B-16E (MoE every layer: 16 experts, top-1 + shared expert)",
+                           source="meta-llama/Llama-4-Scout-17B-16E/config.json", config=_llama4(16, 1, 10485760)),
+    "llama4-maverick": HfArch(description="Llama 4 Maverick 17B-128E (MoE every 2nd layer: 128 experts, top-1 + shared)",
+                              source="meta-llama/Llama-4-Maverick-17B-128E/config.json",
+                              config=_llama4(128, 2, 1048576)),
     "qwen3-30b-a3b": HfArch(description="Qwen3-30B-A3B (MoE: 128 experts, top-8, GQA 4 KV heads of width 128)",
                             source="Qwen/Qwen3-30B-A3B/config.json", config=_qwen3_moe(48, 2048, 32, 6144, 768)),
     "qwen3-235b-a22b": HfArch(description="Qwen3-235B-A22B (MoE: 128 experts, top-8, GQA 4 KV heads of width 128)",

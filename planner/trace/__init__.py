@@ -79,11 +79,15 @@ def trace_module(module: nn.Module, make_inputs: MakeInputs | None = None, *, na
 
 
 def _shape(raw: Any, micro_batch: int, seq_len: int, sequence: bool) -> Shape:
-    """Tokens and context of the traced micro-batch: the sequence, else the attention length, else 1."""
+    """Tokens and context of the traced micro-batch: the sequence, else the attention length, else 1.
+
+    Attention over windows of a sample (Swin: the SDPA batch is the micro-batch times the windows)
+    has no sequence to split: one sample counts as one token, as a CNN's does."""
     if sequence:
         return Shape(tokens=micro_batch * seq_len, context=seq_len, tokens_per_sample=0)
-    lengths = [op.dims[3] for inst in raw.instances for op in inst.ops if op.kind == "attention"]
-    per_sample = max(lengths, default=1)
+    calls = [op for inst in raw.instances for op in inst.ops if op.kind == "attention"]
+    windowed = any(op.out_shapes and len(op.out_shapes[0]) == 4 and op.out_shapes[0][0] != micro_batch for op in calls)
+    per_sample = 1 if windowed else max((op.dims[3] for op in calls), default=1)
     return Shape(tokens=micro_batch * per_sample, context=per_sample, tokens_per_sample=per_sample)
 
 

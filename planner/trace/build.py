@@ -218,7 +218,7 @@ class _Builder:
         if key not in self._recognised:
             ops = [op for op in rep.ops if not op.glue and op.kind != "stub"]
             self._recognised[key] = recognize_block(self.module(rep), rep.unit, ops,
-                                                    name=_pattern(rep.unit), lm=lm)
+                                                    name=_pattern(rep.unit), lm=lm, context=self.shape.context)
         found = self._recognised[key]
         params = self.params[inst.index]
         if isinstance(found, str):

@@ -22,7 +22,10 @@ What is read, and from where:
   False under an ``encoder`` path, else True in a language model (a decoder) and False otherwise.
 
 The block's parameters must be at least what ``costmodel.flops.layer_params`` counts for the layer;
-any surplus (Qwen3's q/k norms, T5's relative position table) is returned for a small generic layer.
+per-head q/k norms (Qwen3: two ``head_dim`` weights) are read from a surplus of exactly that; any
+other surplus (T5's relative position table) is returned for a small generic layer. Multi-head
+latent attention (an input projection reads a latent, not the hidden state):
+:mod:`planner.trace.recognize_mla`.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from costmodel.params import layer_params
+from costmodel.params import layer_params, norm_params
 from costmodel.specs import TransformerLayer
 from planner.trace.record import OpRecord
+from planner.trace.recognize_mla import mla_shape, reads_a_latent
 from planner.trace.units import attention_modules, count_params, linear_dims, module_signature, norm_kind
 
 DEFAULT_TOP_K = 2
@@ -64,6 +68,8 @@ class _Attention:
     head_dim: int
     qkv_bias: bool
     out_bias: bool
+    mla: dict | None = None
+    """Multi-head latent attention's fields (:func:`planner.trace.recognize_mla.mla_shape`)."""
 
 
 class _Block:
@@ -117,7 +123,7 @@ def _sdpa_for(block: _Block, attn: list[tuple[str, nn.Module]], index: int, path
     return everywhere[index] if len(everywhere) == len(attn) else None
 
 
-def _attention(block: _Block, name: str, module: nn.Module, sdpa: OpRecord | None) -> _Attention | None:
+def _attention(block: _Block, name: str, module: nn.Module, sdpa: OpRecord | None) -> _Attention | str | None:
     if isinstance(module, nn.MultiheadAttention):
         e = module.embed_dim
         return _Attention(e, module.num_heads, module.num_heads, e // module.num_heads,
@@ -127,6 +133,12 @@ def _attention(block: _Block, name: str, module: nn.Module, sdpa: OpRecord | Non
         return None
     out, ins = projs[-1], projs[:-1]
     hidden, q_width = out.d_out, out.d_in
+    if reads_a_latent(projs, hidden):
+        mla = mla_shape(projs, module, sdpa)
+        if isinstance(mla, str):
+            return mla
+        heads, head_dim = mla.pop("num_heads"), mla.pop("head_dim")
+        return _Attention(hidden, heads, heads, head_dim, any(p.bias for p in ins), out.bias, mla)  # type: ignore[arg-type]
     head_dim = sdpa.dims[1] if sdpa else _int_attr([module], _HEAD_DIM_ATTRS)
     if head_dim is None:
         heads = _int_attr([module, block.module], _HEADS_ATTRS)
@@ -244,6 +256,12 @@ def _dropout(module: nn.Module, attn_modules: list[nn.Module]) -> bool:
     return False
 
 
+def _head_norms(module: nn.Module, head_dim: int) -> int:
+    """Norm modules of a block normalising one head's width (Qwen3's ``q_norm`` and ``k_norm``)."""
+    return sum(1 for m in module.modules() if norm_kind(m) is not None
+               and getattr(getattr(m, "weight", None), "numel", lambda: 0)() == head_dim)
+
+
 def _attention_by_order(block: _Block) -> tuple[_Attention, tuple[str, ...], OpRecord] | None:
     """Attention with no attention-named module (a helper method on the block, heads read from a
     reshape): the projections that ran before the block's single SDPA call are its inputs, the first
@@ -280,6 +298,9 @@ def _attention_facts(block: _Block, module: nn.Module, path: str) -> tuple[list[
         return f"{len(attn)} attention submodules (one self- and one cross-attention are understood)"
     sdpa = [_sdpa_for(block, attn, i, path) for i in range(len(attn))]
     facts = [_attention(block, n, m, op) for (n, m), op in zip(attn, sdpa)]
+    why = next((f for f in facts if isinstance(f, str)), None)
+    if why is not None:
+        return why
     if any(f is None for f in facts):
         return "attention projections do not give whole heads (head width not found)"
     if len({f.hidden for f in facts}) != 1:  # type: ignore[union-attr]
@@ -288,18 +309,23 @@ def _attention_facts(block: _Block, module: nn.Module, path: str) -> tuple[list[
 
 
 def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: str,
-                    lm: bool) -> tuple[TransformerLayer, int] | str:
+                    lm: bool, context: int | None = None) -> tuple[TransformerLayer, int] | str:
     """The block at ``path`` as a TransformerLayer and its surplus parameters, or why it is not one
     (it is then planned as a generic layer from its traced ops).
 
     ``ops`` are the block's own traced ops (empty for an opaque block); ``lm`` says the model is a
-    language model (token embedding and vocabulary head), whose blocks default to causal.
+    language model (token embedding and vocabulary head), whose blocks default to causal. A block
+    whose self-attention reads other than ``context`` keys (the traced context: windows of a Swin
+    image) is not a TransformerLayer, whose attention spans the context.
     """
     block = _Block(module, path, ops)
     found = _attention_facts(block, module, path)
     if isinstance(found, str):
         return found
     facts, skip, sdpa, self_module = found
+    if context is not None and sdpa[0] is not None and sdpa[0].dims[3] != context:
+        return (f"its attention reads {sdpa[0].dims[3]} keys per query (windows), not the "
+                f"{context}-token context a transformer layer attends over")
     main, h = facts[0], facts[0].hidden
     moe = _expert_list(block, h, skip) or _fused_experts(block, h, skip)
     rest = [p for p in block.projections("") if not p.name.startswith(skip)
@@ -330,8 +356,11 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
         cross_attention=cross,
         dropout=_dropout(module, [m for n, m in module.named_modules() if n in skip]),
         sliding_window=_sliding_window(self_module),
+        **(main.mla or {}),
     )
     surplus = count_params(module) - layer_params(layer)
+    if surplus and surplus == 2 * norm_params(layer.norm, layer.head_dim) and _head_norms(module, layer.head_dim) == 2:
+        layer, surplus = layer.model_copy(update={"qk_norm": True}), 0  # per-head q/k norms (Qwen3)
     if surplus < 0:
         return f"holds {-surplus:,} fewer parameters than the transformer layout read from it"
     return layer, surplus

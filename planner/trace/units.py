@@ -174,23 +174,24 @@ def module_signature(module: nn.Module) -> tuple:
     return (type(module).__qualname__, params, buffers, kinds)
 
 
-def _classify(module: nn.Module, parent: nn.Module | None, blocks: set[int]) -> UnitKind | None:
-    """The unit kind of ``module``, or None for a container to split into its children."""
+def _classify(module: nn.Module, parent: nn.Module | None, blocks: set[int], holders: set[int]) -> UnitKind | None:
+    """The unit kind of ``module``, or None for a container to split into its children (a sequence
+    element holding blocks, as a Swin stage holds its Swin blocks, is split too)."""
     if next(module.children(), None) is None:
         return "embedding" if is_table(module) else "leaf"
     if _is_table_group(module):
         return "tables"
     if id(module) in blocks:
         return "block"
-    if isinstance(parent, _SEQUENCES) and next(module.parameters(), None) is not None:
+    if isinstance(parent, _SEQUENCES) and next(module.parameters(), None) is not None and id(module) not in holders:
         return "element"
     return None
 
 
-def _innermost_blocks(root: nn.Module) -> set[int]:
+def _innermost_blocks(root: nn.Module) -> tuple[set[int], set[int]]:
     """Ids of block-like modules holding no smaller block-like module (a model, or its ``layers``
-    list, holds attention too, but it is not one block). A container (ModuleList, ModuleDict,
-    Sequential) is never the block itself: the module owning it is."""
+    list, holds attention too, but it is not one block), and ids of the modules holding them. A
+    container (ModuleList, ModuleDict, Sequential) is never the block itself: the module owning it is."""
     blocks: set[int] = set()
     nested: dict[int, bool] = {}
 
@@ -209,7 +210,7 @@ def _innermost_blocks(root: nn.Module) -> set[int]:
         return inner
 
     walk(root)
-    return blocks
+    return blocks, {key for key, inner in nested.items() if inner and key not in blocks}
 
 
 def find_units(root: nn.Module) -> UnitMap:
@@ -224,10 +225,10 @@ def find_units(root: nn.Module) -> UnitMap:
     units: dict[str, Unit] = {}
     signatures: dict[tuple, int] = {}
     members: dict[int, list[str]] = {}
-    blocks = _innermost_blocks(root)
+    blocks, holders = _innermost_blocks(root)
 
     def visit(path: str, module: nn.Module, parent: nn.Module | None) -> None:
-        kind = _classify(module, parent, blocks)
+        kind = _classify(module, parent, blocks, holders)
         if kind is None:
             for child_name, child in module.named_children():
                 child_path = f"{path}.{child_name}" if path else child_name

@@ -89,16 +89,18 @@ ENGINE_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
                                                                     offload_optimizer=True, offload_activations=True)),
     "llama8b-torchtitan-offload": ("llama3.1-8b", "torchtitan", dict(dp=8, zero=3, global_batch=64, seq_len=4096, micro_batch=2, recompute="selective",
                                                                       offload_optimizer=True)),
+    "deepseekv3-megatron": ("deepseek-v3", "megatron", dict(tp=8, pp=8, dp=16, ep=16, sp=True, zero=1, global_batch=1024, seq_len=4096, recompute="full")),
     "mixtral-megatron": ("mixtral-8x7b", "megatron", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=1, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-torchtitan": ("mixtral-8x7b", "torchtitan", dict(tp=2, pp=2, dp=16, ep=8, sp=True, zero=3, global_batch=256, seq_len=4096, recompute="full")),
     "mixtral-deepspeed": ("mixtral-8x7b", "deepspeed", dict(tp=1, pp=2, dp=32, ep=8, zero=1, global_batch=256, seq_len=4096, recompute="full")),
 }
+"""Plans whose exports the engines' own code reads (test_engines_*.py): Llama 3.1 8B / 70B / 405B,
+GPT-3 175B and Mixtral 8x7B for every export target, DeepSeek-V3 (MLA) for Megatron-LM, with
+interleaved, uneven and CP plans. Each
+is a valid plan for its target on DGX H100 (the tests check that first)."""
 CASE_CLUSTERS = {"llama8b-megatron-fp8-offload": "grand-teton-h100", "llama8b-deepspeed-offload": "grand-teton-h100",
                  "llama8b-torchtitan-offload": "grand-teton-h100"}
 """Cases on another cluster than DGX H100 (offloading needs a cluster that states its host link)."""
-"""Plans whose exports the engines' own code reads (test_engines_*.py): Llama 3.1 8B / 70B / 405B,
-GPT-3 175B and Mixtral 8x7B for every export target, with interleaved, uneven and CP plans. Each
-is a valid plan for its target on DGX H100 (the tests check that first)."""
 
 
 @pytest.fixture(scope="session")

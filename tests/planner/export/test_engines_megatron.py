@@ -29,9 +29,11 @@ CONFIG_FIELDS = {
     "sequence_parallel", "moe_router_topk", "moe_ffn_hidden_size", "moe_shared_expert_intermediate_size", "moe_layer_freq",
     "recompute_granularity", "recompute_method", "recompute_num_layers", "recompute_modules", "normalization",
     "add_qkv_bias", "bf16", "tp_comm_overlap", "pipeline_model_parallel_layout", "fp8_recipe", "cpu_offloading",
-    "cpu_offloading_num_layers",
+    "cpu_offloading_num_layers", "qk_layernorm",
 }
 """Flags whose dest is a ``TransformerConfig`` / ``ModelParallelConfig`` field of the same name."""
+MLA_FIELDS = {"multi_latent_attention", "q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"}
+"""``MLATransformerConfig`` fields (``--multi-latent-attention`` makes Megatron-LM build that config)."""
 RENAMED = {"fp8_format": "fp8", "num_experts": "num_moe_experts", "num_virtual_stages_per_pipeline_rank": "virtual_pipeline_model_parallel_size"}
 TRAINING_FLAGS = {
     "micro_batch_size", "global_batch_size", "seq_length", "max_position_embeddings", "position_embedding_type",
@@ -62,19 +64,19 @@ def transformer_config(args: dict[str, Any]) -> Any:
     """``TransformerConfig`` from the parsed flags, as Megatron-LM's ``core_transformer_config_from_args``."""
     import torch
     import torch.nn.functional as F
-    from megatron.core.transformer.transformer_config import TransformerConfig
+    from megatron.core.transformer.transformer_config import MLATransformerConfig, TransformerConfig
 
-    unknown = set(args) - CONFIG_FIELDS - set(RENAMED) - TRAINING_FLAGS
+    unknown = set(args) - CONFIG_FIELDS - MLA_FIELDS - set(RENAMED) - TRAINING_FLAGS
     assert not unknown, f"flags this test does not know Megatron's handling of: {sorted(unknown)}"
     kwargs: dict[str, Any] = {}
     for key, value in args.items():
-        if key in CONFIG_FIELDS or key in RENAMED:
+        if key in CONFIG_FIELDS or key in RENAMED or key in MLA_FIELDS:
             kwargs[RENAMED.get(key, key)] = _value(key, value)
     if args.get("swiglu"):
         kwargs.update(gated_linear_unit=True, activation_func=F.silu, bias_activation_fusion=False)
     kwargs["add_bias_linear"] = not args.get("disable_bias_linear", False)
     kwargs["params_dtype"] = kwargs["pipeline_dtype"] = torch.bfloat16 if args.get("bf16") else torch.float32  # as Megatron-LM sets both
-    return TransformerConfig(**kwargs)
+    return (MLATransformerConfig if args.get("multi_latent_attention") else TransformerConfig)(**kwargs)
 
 
 def _value(key: str, value: Any) -> Any:
@@ -117,7 +119,7 @@ def test_fp8_and_offload_reach_megatron_config(parsed) -> None:
 
 def test_every_model_and_shape_is_covered(parsed) -> None:
     assert {"llama8b-megatron-interleaved", "llama8b-megatron-uneven-cp", "llama70b-megatron-interleaved", "llama405b-megatron-uneven",
-            "gpt175b-megatron-interleaved", "mixtral-megatron"} <= set(parsed)
+            "gpt175b-megatron-interleaved", "mixtral-megatron", "deepseekv3-megatron"} <= set(parsed)
 
 
 def test_transformer_config_has_the_planned_model_and_degrees(parsed) -> None:
@@ -129,6 +131,10 @@ def test_transformer_config_has_the_planned_model_and_degrees(parsed) -> None:
         assert (cfg.tensor_model_parallel_size, cfg.pipeline_model_parallel_size, cfg.context_parallel_size, cfg.expert_model_parallel_size) == (m.tp, m.pp, m.cp, m.ep), cid
         assert cfg.sequence_parallel == (m.sp and m.tp > 1), cid
         assert (cfg.num_moe_experts or 0) == max(b.num_experts for b in blocks), cid
+        b = blocks[0]
+        mla = (b.q_lora_rank, b.kv_lora_rank, b.qk_nope_head_dim, b.qk_rope_head_dim, b.v_head_dim) if b.is_mla else None
+        assert mla == ((cfg.q_lora_rank, cfg.kv_lora_rank, cfg.qk_head_dim, cfg.qk_pos_emb_head_dim, cfg.v_head_dim)
+                       if getattr(cfg, "multi_latent_attention", False) else None), cid
 
 
 def test_layers_per_chunk_are_the_planned_split(parsed) -> None:

@@ -204,6 +204,35 @@ def test_qwen3_head_dim_wider_than_hidden_over_heads(tmp_path: Path) -> None:
     assert block.num_heads * block.head_dim == 128 != block.hidden_size
 
 
+def test_deepseek_v2_lite_layout_against_transformers(tmp_path: Path) -> None:
+    """DeepSeek-V2-Lite's layout (no query latent, 2 shared experts, first block dense) and an MoE layer
+    every ``moe_layer_freq``-th layer; the parameters equal transformers' DeepseekV2ForCausalLM (on meta)
+    of the same file where the two agree on the MoE layout (transformers ignores moe_layer_freq)."""
+    import torch
+    import transformers
+
+    config = {**TINY, "model_type": "deepseek_v2", "num_key_value_heads": 4, "q_lora_rank": None, "kv_lora_rank": 32,
+              "qk_nope_head_dim": 16, "qk_rope_head_dim": 8, "v_head_dim": 16, "n_routed_experts": 8,
+              "n_shared_experts": 2, "num_experts_per_tok": 2, "moe_intermediate_size": 24, "first_k_dense_replace": 1}
+    layers = blocks(load_hf_config(write(tmp_path, config)))
+    assert [b.num_experts for b in layers] == [0, 8, 8, 8]
+    moe = layers[1]
+    assert (moe.q_lora_rank, moe.kv_lora_rank, moe.head_dim, moe.v_head_dim, moe.shared_expert_ffn_hidden_size) == (None, 32, 24, 16, 48)
+    with torch.device("meta"):
+        model = transformers.DeepseekV2ForCausalLM(transformers.DeepseekV2Config(**{k: v for k, v in config.items() if k != "model_type"}))
+    assert count_params(load_hf_config(write(tmp_path, config))) == sum(p.numel() for p in model.parameters())
+    every_other = blocks(load_hf_config(write(tmp_path, {**config, "moe_layer_freq": 2})))
+    assert [b.num_experts for b in every_other] == [0, 0, 8, 0]
+
+
+def test_deepseek_bad_shared_experts_and_missing_mla_field(tmp_path: Path) -> None:
+    config = {**TINY, "model_type": "deepseek_v3", "q_lora_rank": 16, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
+              "qk_rope_head_dim": 8, "n_routed_experts": 8, "n_shared_experts": "one", "num_experts_per_tok": 2,
+              "moe_intermediate_size": 24}
+    message = one_line_error(write(tmp_path, config))
+    assert "lacks 'v_head_dim'" in message and "'n_shared_experts' = 'one'" in message
+
+
 def test_text_config_nesting(tmp_path: Path) -> None:
     config = {"model_type": "llava", "tie_word_embeddings": True, "vision_config": {"hidden_size": 8},
               "text_config": {**TINY, "model_type": "mistral_text"}}
@@ -246,8 +275,8 @@ def test_unknown_and_missing_model_type(tmp_path: Path) -> None:
     message = one_line_error(write(tmp_path, {**TINY, "model_type": "t5"}))
     assert "model_type 't5'" in message and "llama" in message and "meshplan list models" in message
     assert "lacks 'model_type'" in one_line_error(write(tmp_path, TINY))
-    nested = {"model_type": "llama4", "text_config": {**TINY, "model_type": "llama4_text"}}
-    assert "model_type 'llama4'" in one_line_error(write(tmp_path, nested))
+    nested = {"model_type": "gemma3", "text_config": {**TINY, "model_type": "gemma3_text"}}
+    assert "model_type 'gemma3'" in one_line_error(write(tmp_path, nested))
 
 
 def test_missing_key_names_its_alias(tmp_path: Path) -> None:

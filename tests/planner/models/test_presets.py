@@ -85,6 +85,69 @@ def test_qwen3_moe_presets_match_the_transformers_model_of_their_config() -> Non
         if name == "qwen3-30b-a3b":  # the smaller one is built for real on meta (a few seconds)
             with torch.device("meta"):
                 model = transformers.Qwen3MoeForCausalLM(config)
-            # the config intake leaves out Qwen3's q/k RMSNorms: 2 x head_dim weights per layer
-            qk_norms = config.num_hidden_layers * 2 * config.head_dim
-            assert count_params(spec) + qk_norms == sum(p.numel() for p in model.parameters())
+            assert count_params(spec) == sum(p.numel() for p in model.parameters())  # q/k norms included
+
+
+def _meta_params(model_class: type, config: object) -> int:
+    import torch
+
+    with torch.device("meta"):
+        return sum(p.numel() for p in model_class(config).parameters())
+
+
+def test_deepseek_v3_preset_is_the_published_671b_37b_model() -> None:
+    """DeepSeek-V3 (arXiv:2412.19437 §1; deepseek-ai/DeepSeek-V3 README_WEIGHTS.md): 671B main-model
+    parameters (the 14B MTP module apart), 36.6B activated per token counting the 0.9B output head
+    but not the embedding lookup (37B in the paper). MLA with a 1536-wide query latent and a 512-wide
+    key/value latent; 3 dense blocks, then 58 of 1 shared + 256 routed experts, top-8."""
+    from costmodel.params import count_active_params, count_params, layer_params, mla_params
+    from planner.models.presets import build_preset
+
+    spec = build_preset("deepseek-v3")
+    blocks = [x for x in spec.layers if x.kind == "transformer"]
+    assert [b.is_moe for b in blocks] == [False] * 3 + [True] * 58
+    moe = blocks[3]
+    assert (moe.num_experts, moe.moe_top_k, moe.ffn_hidden_size, moe.shared_expert_ffn_hidden_size) == (256, 8, 2048, 2048)
+    assert (moe.q_lora_rank, moe.kv_lora_rank, moe.head_dim, moe.v_head_dim) == (1536, 512, 192, 128)
+    assert blocks[0].ffn_hidden_size == 18432 and mla_params(moe) == 187_107_328
+    assert count_params(spec) == 671_026_404_352  # = DeepseekV3ForCausalLM on meta (next test)
+    active = count_active_params(spec) - layer_params(spec.layers[0])
+    assert round(active / 1e8) == 366 and round(count_active_params(spec) / 1e9) in (37, 38)
+
+
+def test_deepseek_v3_preset_counts_like_the_transformers_model_of_its_config() -> None:
+    """The preset's config read by meshplan and built by transformers on meta hold the same parameters."""
+    import transformers
+
+    from costmodel.params import count_params
+    from planner.models.hf_config import spec_from_hf_dict
+    from planner.models.presets import HF_PRESETS
+
+    raw = dict(HF_PRESETS["deepseek-v3"].config)
+    config = transformers.DeepseekV3Config(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures", "moe_layer_freq")})
+    spec = spec_from_hf_dict(raw, name="deepseek-v3", source="test")
+    assert count_params(spec) == _meta_params(transformers.DeepseekV3ForCausalLM, config)
+
+
+def test_llama4_presets_match_transformers_and_the_published_totals() -> None:
+    """Llama 4 Scout (17B active, 109B total) and Maverick (17B active, 400B total): the language
+    model equals transformers' ``Llama4ForCausalLM`` of the config's ``text_config``; the published
+    totals also hold the vision encoder (about 0.46B), so the text model is within 1.5 % of them."""
+    import transformers
+
+    from costmodel.params import count_active_params, count_params
+    from planner.models.presets import HF_PRESETS, build_preset
+
+    for name, total, moe_every in (("llama4-scout", 109e9, 1), ("llama4-maverick", 400e9, 2)):
+        spec = build_preset(name)
+        blocks = [x for x in spec.layers if x.kind == "transformer"]
+        assert [b.is_moe for b in blocks] == [(i + 1) % moe_every == 0 for i in range(48)]
+        moe = next(b for b in blocks if b.is_moe)
+        assert (moe.moe_top_k, moe.shared_expert_ffn_hidden_size, moe.ffn_hidden_size) == (1, 8192, 8192)
+        assert all(b.ffn_hidden_size == 16384 for b in blocks if not b.is_moe)
+        assert [b.attention_chunk for b in blocks] == [8192, 8192, 8192, None] * 12  # rotary layers chunked
+        assert count_params(spec) == pytest.approx(total, rel=0.015)
+        assert round(count_active_params(spec) / 1e9) == 17
+        text = transformers.Llama4TextConfig(**{k: v for k, v in HF_PRESETS[name].config["text_config"].items()
+                                                 if k != "model_type"})
+        assert count_params(spec) == _meta_params(transformers.Llama4ForCausalLM, text)

@@ -16,6 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).with_name("corpus")))
 import catalog  # noqa: E402
 
+import planner  # noqa: E402
 from planner.trace import trace_module  # noqa: E402
 from planner.trace.load import hf_model, load_factory  # noqa: E402
 
@@ -33,7 +34,7 @@ def small_trace(entry: catalog.Entry, folder: Path):
 def test_the_corpus_has_twenty_models_of_every_style() -> None:
     assert len(catalog.ENTRIES) >= 20
     styles = " ".join(e.style for e in catalog.ENTRIES)
-    for word in ("nanoGPT", "litgpt", "torchtitan", "timm", "torchvision", "torchrec", "torch_geometric",
+    for word in ("nanoGPT", "litgpt", "torchtitan", "timm", "swin_transformer", "torchvision", "torchrec", "torch_geometric",
                  "diffusers", "GPT2", "Llama", "Mistral", "Mixtral", "Qwen2Moe", "Qwen3Moe", "DeepseekV3", "T5",
                  "Bert", "ViT"):
         assert word in styles, word
@@ -54,3 +55,18 @@ def test_corpus_model_traces_exactly(name: str, tmp_path: Path) -> None:
                and not layer.name.endswith(".extra_params")]  # a recognised block's surplus (q/k norms)
     if generic:
         assert any(n in note for note in trace.spec.notes for n in generic), "generic layers are named"
+
+
+def test_swin_plans_without_sequence_or_context_parallelism(tmp_path: Path) -> None:
+    """Swin-T (timm): windowed attention and patch merging leave no sequence to split; every Swin block is
+    its own layer, planned generic with the reason named; the plan is valid and uses neither SP nor CP."""
+    from planner.validate import plan_problems
+
+    entry = catalog.BY_NAME["timm_swin"]
+    module, make_inputs = load_factory(catalog.factory_arg(entry, False))
+    spec = trace_module(module, make_inputs, name="swin", micro_batch=1, seq_len=1).spec
+    assert not spec.has_sequence and sum(1 for x in spec.layers if x.name.startswith("layers.")) >= 12
+    assert any("windows" in note for note in spec.notes)
+    plan = planner.plan(model=spec, cluster="dgx-a100", gpus=16, global_batch=256, seq_len=1, top_k=1)
+    assert (plan.mesh.sp, plan.mesh.cp) == (False, 1) and not plan_problems(plan)
+    assert not planner.estimate(model=spec, cluster="dgx-a100", gpus=16, global_batch=256, seq_len=1, tp=2, pp=1).config["sp"]
