@@ -1,8 +1,8 @@
 """Megatron-LM ``pretrain_gpt.py`` arguments for a plan.
 
 Flag names and rules are Megatron-LM's (NVIDIA/Megatron-LM@d98e8a64, ecosystem-notes B1 and B6; the
-model and parallel settings are checked by megatron-core 0.16.1's ``TransformerConfig`` and
-``PipelineParallelLayerLayout`` in the tests, the newest megatron-core for Python 3.11 on PyPI):
+arguments are read by Megatron-LM's own ``parse_args`` / ``validate_args`` and megatron-core 0.16.1's
+``TransformerConfig`` and ``PipelineParallelLayerLayout`` in the tests, tests/planner/export):
 parallel sizes from ``ModelParallelConfig``, DP derived as world / (TP x PP x CP), at most one of
 ``--num-virtual-stages-per-pipeline-rank`` and ``--pipeline-model-parallel-layout`` (stage i = a·PP + b
 is virtual chunk a of pipeline rank b), ``--recompute-method block`` recomputing the first N layers of
