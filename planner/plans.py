@@ -278,6 +278,44 @@ def plan_model(plan: Plan, retrace: bool = False) -> ModelSpec:
     return model
 
 
+def runtime_model(plan: Plan, model: Any = None, retrace: bool = False) -> Any:
+    """The model argument ``meshplan run`` / ``check-memory`` build torch modules from, never code or
+    files the plan names unasked: ``model`` given by the caller (a preset, config.json,
+    ``file.py:factory`` or ModelSpec: the caller's own choice), whose layer list must hash to the
+    plan's ``spec_sha256``; else, with ``retrace``, the plan's ``model.arg`` (rebuilt and checked the
+    same way); else the plan's preset, which names built-in data only. Raises :class:`InputError`."""
+    info = plan.model
+    if model is None and not retrace and not (_is_preset(info.arg) and not info.trace):
+        raise InputError(f"the plan names model {_short(info.arg)}, which meshplan does not build from a plan: pass --model M "
+                         "(the preset, config.json or file.py:factory you planned with) or --retrace (runs what the plan names: "
+                         "only for plans you trust)")
+    if model is None:
+        plan_model(plan, retrace=retrace)  # the preset or the retraced model hashes to the plan's digest
+        return info.arg
+    given = model if isinstance(model, ModelSpec) else resolve_model_arg(model, info.trace)
+    check_same_model(plan, given, model)
+    return model
+
+
+def check_same_model(plan: Plan, given: ModelSpec, arg: Any) -> None:
+    """:class:`InputError` unless ``given`` is the plan's model: the same layer count and parameters,
+    and the same layer list (its SHA-256, names and paths aside, equals the plan's ``spec_sha256``)."""
+    from costmodel.params import count_params
+
+    info = plan.model
+    layers, params = len(given.layers), count_params(given)
+    if (layers, params) != (info.num_layers, info.params):
+        raise InputError(f"model {given.name!r} has {layers} layers and {params:,} parameters but the plan's model "
+                         f"{info.name!r} has {info.num_layers} and {info.params:,}; pass the model the plan was made for ({_short(info.arg)})")
+    ours = plan_model(plan, retrace=False) if info.spec is not None or _is_preset(info.arg) else None
+    if info.spec_sha256 is None:
+        return
+    named = given.model_copy(update={"name": ours.name, "source": ours.source, "notes": ours.notes}) if ours is not None else given
+    if spec_digest(named) != info.spec_sha256:
+        raise InputError(f"model {_short(arg if isinstance(arg, str) else given.name)} has the plan's layer count and parameters but not its "
+                         "layers (SHA-256 differs from model.spec_sha256); pass the model the plan was made for")
+
+
 def _is_preset(arg: str) -> bool:
     from planner.models import PRESETS
 
