@@ -66,6 +66,7 @@ def plan(
 
     _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s, memory_headroom_gib)
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
+    _check_target_model(target, model_spec)
     if memory_headroom_gib:
         overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
         cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
@@ -100,6 +101,16 @@ def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_
     problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
     if problems:
         raise InputError(*problems)
+
+
+def _check_target_model(target: str, model: ModelSpec) -> None:
+    """A model the target's launcher cannot build is bad input for ``--target`` (exit 2), not a search."""
+    from planner.export import UnsupportedPlanError, check_model_for
+
+    try:
+        check_model_for(target, model)
+    except UnsupportedPlanError as err:
+        raise InputError(f"--target {target}: {err.field}: {str(err).split(': ', 2)[-1]}; plan it with --target native") from None
 
 
 LARGE_SEARCH_GPUS = 65_536

@@ -23,11 +23,25 @@ if TYPE_CHECKING:
 
     Export = Union[MegatronExport, TorchtitanExport, DeepSpeedExport]
 
-__all__ = ["TARGETS", "UnsupportedPlanError", "export", "render"]
+__all__ = ["TARGETS", "UnsupportedPlanError", "check_model_for", "export", "render"]
 
 Format = Literal["native", "json"]
 NATIVE = {"megatron": "bash launcher (argument arrays + torchrun)", "torchtitan": "Python config-registry module", "deepspeed": "config JSON"}
 """What ``--format native`` writes for each engine."""
+
+
+def check_model_for(target: str, model: ModelSpec) -> None:
+    """Refuse, before any search, a model ``target``'s launcher cannot build whatever the plan
+    (Megatron-LM's ``pretrain_gpt.py`` and torchtitan's decoder: embedding, causal decoder blocks,
+    final norm, output head); :class:`UnsupportedPlanError` names the layer."""
+    if target == "megatron":
+        from planner.export.megatron import check_model
+
+        check_model(model)
+    elif target == "torchtitan":
+        from planner.export.common import check_decoder
+
+        check_decoder(model, target, "torchtitan's decoder")
 
 
 def export(plan: Plan, target: str, model: ModelSpec | None = None) -> Export:

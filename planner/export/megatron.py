@@ -81,7 +81,7 @@ def _pairs(tokens: list[str]) -> list[str]:
 def megatron_export(plan: Plan, model: ModelSpec) -> MegatronExport:
     """Megatron-LM arguments for ``plan`` (whose model is ``model``); raises
     :class:`UnsupportedPlanError` naming the plan field Megatron-LM cannot express."""
-    _check_model(model)
+    check_model(model)
     if plan.schedule.name not in ("1f1b", "interleaved-1f1b"):
         raise UnsupportedPlanError(TARGET, "schedule.name", f"{plan.schedule.name!r}: Megatron-LM runs 1F1B or interleaved 1F1B; re-plan with --target megatron")
     parts = chunks(plan, model)
@@ -99,7 +99,7 @@ def megatron_export(plan: Plan, model: ModelSpec) -> MegatronExport:
                           nnodes=m.nodes, env=env, notes=notes)
 
 
-def _check_model(model: ModelSpec) -> None:
+def check_model(model: ModelSpec) -> None:
     """pretrain_gpt.py builds embedding, causal decoder blocks, final norm, output head; the blocks
     share one attention shape and MLP kind."""
     check_decoder(model, TARGET, "pretrain_gpt.py")

@@ -116,10 +116,10 @@ def _clusters(g: Grid) -> dict[str, Any]:
 def _check_model(model: Any, target: str, top_k: int, time_limit_s: float | None, headroom: float) -> None:
     """The request checks of ``planner.plan`` before any search starts, and the model resolves."""
     from planner.inputs import resolve_model_arg
-    from planner.plans import _check_request
+    from planner.plans import _check_request, _check_target_model
 
     _check_request(1, 1, 1, target, top_k, time_limit_s, headroom)
-    resolve_model_arg(model)
+    _check_target_model(target, resolve_model_arg(model))
 
 
 @dataclass(frozen=True)
