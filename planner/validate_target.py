@@ -130,10 +130,10 @@ def export_problems(plan: Plan, model: ModelSpec) -> list[str]:
     target = plan.request.target
     if target == "native":
         return []
-    from planner.export import export
+    from planner.export import engine_export
 
     try:
-        export(plan, target, model)
+        engine_export(plan, target, model)
     except InputError as err:
         return [str(err)]
     return []
