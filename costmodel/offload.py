@@ -1,6 +1,6 @@
 """Offloading to host memory: optimizer states with a CPU optimizer step (DeepSpeed ZeRO-Offload,
 Megatron ``--optimizer-cpu-offload``, FSDP2 ``CPUOffloadPolicy``) and stored activations
-(Megatron ``--cpu-offloading``), over the cluster's GPU-host link.
+(Megatron ``--cpu-offloading-num-layers``), over the cluster's GPU-host link.
 
 ZeRO-Offload (Ren et al., "ZeRO-Offload: Democratizing Billion-Scale Model Training", USENIX ATC
 2021, §4): gradients go to the host as they are produced (overlapped with backward), the CPU runs

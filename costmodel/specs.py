@@ -410,7 +410,7 @@ class ParallelConfig(BaseModel):
     needs the cluster's ``host_link_bandwidth_gbps``."""
     offload_activations: bool = False
     """Stored activations are copied to host memory after the forward and back before the backward
-    (Megatron ``--cpu-offloading``; DeepSpeed ``cpu_checkpointing``)."""
+    (Megatron ``--cpu-offloading-num-layers``; DeepSpeed ``cpu_checkpointing``)."""
 
     @property
     def num_gpus(self) -> int:

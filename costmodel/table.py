@@ -125,3 +125,17 @@ def default_stage_layers(model: ModelSpec, chunks: int) -> tuple[int, ...]:
     sizes[0] += first
     sizes[-1] += n - 1 - last
     return tuple(int(x) for x in sizes)
+
+
+def deepspeed_stage_layers(model: ModelSpec, chunks: int) -> tuple[int, ...]:
+    """The split DeepSpeed's ``PipelineModule`` makes of ``model`` (``deepspeed/runtime/pipe/module.py``
+    ``_partition_layers``): ``partition_method="type:transformer"`` when the blocks are contiguous and
+    divide evenly over the chunks (the balanced split of 0/1 weights is then the equal one, the
+    layers before the first block with the first chunk, those after the last with the last: the
+    :func:`default_stage_layers`), else ``partition_method="uniform"`` over all layers
+    (``deepspeed/runtime/utils.py`` ``partition_uniform``: the first ``n % chunks`` parts one larger)."""
+    body = [i for i, x in enumerate(model.layers) if isinstance(x, TransformerLayer)]
+    if body and body == list(range(body[0], body[-1] + 1)) and len(body) % chunks == 0:
+        return default_stage_layers(model, chunks)
+    quotient, remainder = divmod(len(model.layers), chunks)
+    return tuple(quotient + (1 if i < remainder else 0) for i in range(chunks))

@@ -136,7 +136,7 @@ def _read(model: ModelSpec, target: str, job: tuple[int, int] | None, values: di
     if problems:
         raise InputError(*problems)
     c = PlanConstraints(**fields)
-    problems = (job_problems(c, *job) if job else []) + _model_problems(c, model) + _shape_problems(c) + _target_problems(c, target)
+    problems = (job_problems(c, *job) if job else []) + _model_problems(c, model) + _shape_problems(c) + _target_problems(c, target, model)
     if problems:
         raise InputError(*problems)
     return c
@@ -198,11 +198,16 @@ def _shape_problems(c: PlanConstraints) -> list[str]:
     return out
 
 
-def _target_problems(c: PlanConstraints, target: str) -> list[str]:
+def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[str]:
     """Constraints the target engine cannot express (``search.targets``)."""
     from search.targets import rules_for
 
     rules, out = rules_for(target), []
+    if c.recompute is not None and c.recompute not in rules.recompute_modes:
+        out.append(f"{target} recomputes {' or '.join(rules.recompute_modes)}, not recompute {c.recompute} (it checkpoints whole layers)")
+    moe = any(isinstance(x, TransformerLayer) and x.is_moe for x in model.layers)
+    if moe and c.zero is not None and not any(c.zero[0] <= z <= (3 if c.zero[1] is None else c.zero[1]) for z in rules.moe_zero):
+        out.append(f"{target} refuses mixture-of-experts layers under zero {_show(c.zero)} (use zero {max(rules.moe_zero)} or less)")
     if c.schedule is not None and c.schedule not in rules.schedules:
         out.append(f"{target} runs {' or '.join(rules.schedules)}, not schedule {c.schedule}")
     zeros = set(rules.zero) | set(rules.zero_with_pp)

@@ -75,6 +75,7 @@ def plan(
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
     if precision == "fp8" and cluster_spec.gpu.peak_fp8_tflops is None:
         raise InputError(f"precision fp8: GPU {cluster_spec.gpu.name} has no FP8 tensor cores (use --precision bf16)")
+    check_target_model(target, model_spec)
     if memory_headroom_gib:
         overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
         cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
@@ -120,6 +121,16 @@ def search_option_problems(target: str, top_k: int, time_limit_s: float | None, 
         problems += number_problem("time-limit", time_limit_s, zero_ok=False, unit="seconds", most=MAX_TIME_LIMIT_S)
     problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
     return problems
+
+
+def check_target_model(target: str, model: ModelSpec) -> None:
+    """A model the target's launcher cannot build is bad input for ``--target`` (exit 2), not a search."""
+    from planner.export import UnsupportedPlanError, check_model_for
+
+    try:
+        check_model_for(target, model)
+    except UnsupportedPlanError as err:
+        raise InputError(f"--target {target}: {err.field}: {str(err).split(': ', 2)[-1]}; plan it with --target native") from None
 
 
 LARGE_SEARCH_GPUS = 65_536
@@ -297,6 +308,44 @@ def plan_model(plan: Plan, retrace: bool = False) -> ModelSpec:
         where = "model.spec was edited" if info.spec is not None else f"preset {info.arg} changed since planning"
         raise InputError(f"the plan's model does not match its spec_sha256 ({where}); re-plan it")
     return model
+
+
+def runtime_model(plan: Plan, model: Any = None, retrace: bool = False) -> Any:
+    """The model argument ``meshplan run`` / ``check-memory`` build torch modules from, never code or
+    files the plan names unasked: ``model`` given by the caller (a preset, config.json,
+    ``file.py:factory`` or ModelSpec: the caller's own choice), whose layer list must hash to the
+    plan's ``spec_sha256``; else, with ``retrace``, the plan's ``model.arg`` (rebuilt and checked the
+    same way); else the plan's preset, which names built-in data only. Raises :class:`InputError`."""
+    info = plan.model
+    if model is None and not retrace and not (_is_preset(info.arg) and not info.trace):
+        raise InputError(f"the plan names model {_short(info.arg)}, which meshplan does not build from a plan: pass --model M "
+                         "(the preset, config.json or file.py:factory you planned with) or --retrace (runs what the plan names: "
+                         "only for plans you trust)")
+    if model is None:
+        plan_model(plan, retrace=retrace)  # the preset or the retraced model hashes to the plan's digest
+        return info.arg
+    given = model if isinstance(model, ModelSpec) else resolve_model_arg(model, info.trace)
+    check_same_model(plan, given, model)
+    return model
+
+
+def check_same_model(plan: Plan, given: ModelSpec, arg: Any) -> None:
+    """:class:`InputError` unless ``given`` is the plan's model: the same layer count and parameters,
+    and the same layer list (its SHA-256, names and paths aside, equals the plan's ``spec_sha256``)."""
+    from costmodel.params import count_params
+
+    info = plan.model
+    layers, params = len(given.layers), count_params(given)
+    if (layers, params) != (info.num_layers, info.params):
+        raise InputError(f"model {given.name!r} has {layers} layers and {params:,} parameters but the plan's model "
+                         f"{info.name!r} has {info.num_layers} and {info.params:,}; pass the model the plan was made for ({_short(info.arg)})")
+    ours = plan_model(plan, retrace=False) if info.spec is not None or _is_preset(info.arg) else None
+    if info.spec_sha256 is None:
+        return
+    named = given.model_copy(update={"name": ours.name, "source": ours.source, "notes": ours.notes}) if ours is not None else given
+    if spec_digest(named) != info.spec_sha256:
+        raise InputError(f"model {_short(arg if isinstance(arg, str) else given.name)} has the plan's layer count and parameters but not its "
+                         "layers (SHA-256 differs from model.spec_sha256); pass the model the plan was made for")
 
 
 def _is_preset(arg: str) -> bool:

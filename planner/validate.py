@@ -18,7 +18,7 @@ importing ``search`` (networkx style: one independent checker for every algorith
   a multiple of pp and the transformer layers a multiple of pp x vpp;
 - memory: the configuration re-estimated with the cost model fits, and the plan's stored estimate
   (stages included) equals the re-estimate within 1e-9 relative;
-- the target's rules (``ecosystem-notes`` B1-B3, B6; see :func:`target_problems`);
+- the target's rules (``planner.validate_target``), and the target's exporter accepts the plan;
 - the user's constraints echoed in ``request.constraints`` hold (``planner.constraints``).
 """
 
@@ -27,14 +27,17 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from costmodel.specs import GenericLayer, ModelSpec, ParallelConfig, TransformerLayer
+from costmodel.specs import ModelSpec, TransformerLayer
 from costmodel.step import estimate_step
-from costmodel.table import build_cost_table, default_stage_layers
+from costmodel.table import build_cost_table
 from planner.constraints import constraint_problems
 from planner.errors import InputError
 from planner.estimator import result_from_step
 from planner.schema import SCHEMA_VERSION, Plan
+from planner.validate_target import export_problems, layer_modes, recomputable, stage_sizes, target_problems
 from planner.validation import parallel_problems
+
+__all__ = ["layer_modes", "plan_problems", "stage_sizes", "target_problems"]
 
 REL_TOL = 1e-9
 """Relative tolerance between the stored estimate and the re-estimate (same code, same inputs)."""
@@ -59,7 +62,10 @@ def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     problems += config_checks + _interleaving(plan, model)
     if not config_checks:  # lists have the model's lengths: the cost model can run the configuration
         problems += _stage_split(plan, model) + _recompute(plan, model) + _constraints(plan, model)
-        problems += target_problems(plan.request.target, plan.config, model) + _memory(plan, model)
+        rules = target_problems(plan.request.target, plan.config, model)
+        problems += rules + _memory(plan, model)
+        if not problems:  # the target's own exporter has the last word
+            problems += export_problems(plan, model)
     return problems
 
 
@@ -159,22 +165,6 @@ def _interleaving(plan: Plan, model: ModelSpec) -> list[str]:
     return out
 
 
-def stage_sizes(cfg: ParallelConfig, model: ModelSpec) -> tuple[int, ...]:
-    """Layers per chunk of ``cfg`` (its explicit split, or the default one)."""
-    return cfg.stage_layers or default_stage_layers(model, cfg.pp * cfg.vpp)
-
-
-def layer_modes(cfg: ParallelConfig, model: ModelSpec) -> tuple[str, ...]:
-    """Recomputation of every layer as the cost model applies it."""
-    if cfg.layer_recompute is not None:
-        return cfg.layer_recompute
-    return tuple(cfg.recompute if _recomputable(x) else "none" for x in model.layers)
-
-
-def _recomputable(layer: Any) -> bool:
-    return isinstance(layer, (TransformerLayer, GenericLayer))
-
-
 def _stage_split(plan: Plan, model: ModelSpec) -> list[str]:
     have = [len(st.layers) for st in plan.stages]
     want = list(stage_sizes(plan.config, model))
@@ -188,7 +178,7 @@ def _recompute(plan: Plan, model: ModelSpec) -> list[str]:
         want = [modes[i] for i in st.layers if i < len(modes)]
         if st.layer_recompute != want:
             out.append(f"stage {st.index} recomputes {st.layer_recompute}, but the configuration says {want}")
-    fixed = [i for i, x in enumerate(model.layers) if not _recomputable(x) and modes[i] != "none"]
+    fixed = [i for i, x in enumerate(model.layers) if not recomputable(x) and modes[i] != "none"]
     if fixed:
         out.append(f"layers {fixed} ({', '.join(model.layers[i].kind for i in fixed)}) cannot recompute but are marked {modes[fixed[0]]}")
     return out
@@ -196,63 +186,8 @@ def _recompute(plan: Plan, model: ModelSpec) -> list[str]:
 
 def _constraints(plan: Plan, model: ModelSpec) -> list[str]:
     """The configuration keeps the constraints the request echoes (``planner.constraints``)."""
-    modes = [m for m, x in zip(layer_modes(plan.config, model), model.layers) if _recomputable(x)]
+    modes = [m for m, x in zip(layer_modes(plan.config, model), model.layers) if recomputable(x)]
     return constraint_problems(plan.request.constraints, plan.config, modes)
-
-
-def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[str]:
-    """What ``target`` cannot express (ecosystem-notes B1-B3, B6). megatron: one recompute mode for
-    every layer, or full recomputation of the first N layers of every chunk; 1f1b or interleaved.
-    deepspeed: ZeRO <= 1 with pp > 1, the default split, one recompute mode, no cp, 1f1b.
-    torchtitan: ZeRO 0 or 3 (FSDP2), one recompute mode, no zb-h1. native: anything."""
-    out = []
-    uniform = len({m for m, x in zip(layer_modes(cfg, model), model.layers) if _recomputable(x)}) <= 1
-    if target == "megatron":
-        if cfg.pp > 1 and cfg.zero > 1:
-            out.append(f"megatron runs ZeRO-{cfg.zero} (Megatron FSDP) only without pipelining (pp {cfg.pp}; use zero 0 or 1)")
-        if cfg.schedule not in ("1f1b", "interleaved-1f1b"):
-            out.append(f"megatron runs 1f1b or interleaved-1f1b, not {cfg.schedule}")
-        if not uniform and not _block_recompute(cfg, model):
-            out.append("megatron recomputes one mode for every layer, or fully the first N layers of every chunk (--recompute-method block)")
-    elif target == "deepspeed":
-        if cfg.pp > 1 and cfg.zero > 1:
-            out.append(f"deepspeed forbids ZeRO-{cfg.zero} with pipeline parallelism (pp {cfg.pp}; use zero 0 or 1)")
-        if cfg.stage_layers is not None and tuple(cfg.stage_layers) != default_stage_layers(model, cfg.pp * cfg.vpp):
-            out.append(f"deepspeed takes no explicit stage split ({list(cfg.stage_layers)} is not the default)")
-        if cfg.cp > 1:
-            out.append(f"deepspeed has no context parallelism (cp {cfg.cp})")
-        if cfg.sp:
-            out.append("deepspeed has no Megatron-style sequence parallelism setting (sp)")
-        if cfg.schedule != "1f1b":
-            out.append(f"deepspeed runs 1f1b, not {cfg.schedule}")
-    elif target == "torchtitan":
-        if cfg.zero not in (0, 3):
-            out.append(f"torchtitan shards with FSDP2 (zero 3) or not at all (zero 0), not zero {cfg.zero}")
-        if cfg.schedule == "zb-h1":
-            out.append("torchtitan has no zb-h1 schedule")
-        if cfg.tp > 1 and not cfg.sp:
-            out.append("torchtitan applies sequence parallelism with every tp > 1 (sp must be on)")
-    if cfg.tp_comm_overlap and not (cfg.sp and cfg.tp > 1):
-        out.append("tp communication overlap needs sequence parallelism with tp > 1 (Megatron --tp-comm-overlap requires --sequence-parallel)")
-    if target == "deepspeed" and cfg.tp_comm_overlap:
-        out.append("deepspeed has no tp communication overlap setting")
-    if target in ("deepspeed", "torchtitan") and not uniform:
-        out.append(f"{target} takes one activation-checkpointing mode for every layer, not a per-layer mix")
-    return out
-
-
-def _block_recompute(cfg: ParallelConfig, model: ModelSpec) -> bool:
-    """Full recomputation of the first N recomputable layers of every chunk, none elsewhere."""
-    modes, sizes = layer_modes(cfg, model), stage_sizes(cfg, model)
-    starts = [0]
-    for s in sizes:
-        starts.append(starts[-1] + s)
-    chunks = [[modes[i] for i in range(a, b) if _recomputable(model.layers[i])] for a, b in zip(starts, starts[1:])]
-    counts = [len(ch) - ch[::-1].index("full") if "full" in ch else 0 for ch in chunks]
-    if any(ch != ["full"] * k + ["none"] * (len(ch) - k) for ch, k in zip(chunks, counts)):
-        return False
-    top = max(counts, default=0)
-    return all(k == min(top, len(ch)) for ch, k in zip(chunks, counts))
 
 
 def _memory(plan: Plan, model: ModelSpec) -> list[str]:

@@ -74,7 +74,7 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
         frontier.take()
         base = option.to_config()
         uniform = math.inf
-        for mode in recompute_modes(req.constraints):
+        for mode in recompute_modes(req.constraints, rules_for(req.target).recompute_modes):
             cfg = base.model_copy(update={"recompute": mode})
             cand = Candidate(cfg, estimate_step(table, cfg))
             pool.add(cand)
@@ -88,7 +88,8 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
     unexplored = frontier.lowest_s()
     if pool.best() is None:
-        evaluated += _nearest_misses(table, pool, every, frontier.memory_order(), recompute_modes(req.constraints)[-1])
+        evaluated += _nearest_misses(table, pool, every, frontier.memory_order(),
+                                     recompute_modes(req.constraints, rules_for(req.target).recompute_modes)[-1])
     pruned = len(every) - len(opened)
     hints = _unsatisfiable(model, cluster, req) if not every and req.constraints else ()
     return _result(pool, req, evaluated + refined, pruned, open_bounds + ([] if unexplored is None else [unexplored]), timed_out, start, hints)
@@ -134,7 +135,7 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
         if out_of_time or (deadline is None and work >= REFINE_WORK_LIMIT):
             open_bounds.append(bound)
             continue
-        candidates, exhaustive = refine(table, base, rules, req.constraints.recompute)
+        candidates, exhaustive = refine(table, base, rules, req.constraints.recompute, req.target)
         longest = max(longest, time.perf_counter() - began)
         count += 1
         work += refine_work(table, base)

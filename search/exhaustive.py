@@ -23,8 +23,10 @@ out literally (issue 3; the same space ``search.space`` documents):
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
 megatron (one mode for all layers, or full recomputation of the first N layers of every chunk;
-1f1b and interleaved only), deepspeed (ZeRO <= 1 with pp > 1, default split, uniform recompute, no
-cp, 1f1b), torchtitan (ZeRO 0 or 3, uniform recompute, no zb-h1). Optimal = least step time among
+1f1b and interleaved only; the final norm and the output head in one chunk), deepspeed (ZeRO <= 1
+with pp > 1, no ZeRO-3 for MoE models, DeepSpeed's own split ``deepspeed_stage_layers``, recompute
+none or full for every layer, no cp, 1f1b), torchtitan (ZeRO 0 or 3, ep dividing the sharded dp
+(dp under ZeRO-3, else 1) x cp, uniform recompute, no zb-h1). Optimal = least step time among
 configurations whose estimate fits in memory.
 
 ``request.constraints`` keeps only the configurations whose tp, pp, cp, dp, ep, vpp, zero and
@@ -41,9 +43,9 @@ import math
 import time
 from collections.abc import Iterator
 
-from costmodel.specs import ClusterSpec, GenericLayer, ModelSpec, ParallelConfig, TransformerLayer
+from costmodel.specs import ClusterSpec, GenericLayer, HeadLayer, ModelSpec, NormLayer, ParallelConfig, TransformerLayer
 from costmodel.step import estimate_step
-from costmodel.table import build_cost_table, default_stage_layers
+from costmodel.table import build_cost_table, deepspeed_stage_layers, default_stage_layers
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
 MAX_CONFIGS = 2_000_000
@@ -98,6 +100,10 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         allowed = req.micro_batches or range(1, int(min(req.global_batch, _cap(c.micro_batch, MAX_MICRO_BATCH))) + 1)
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
         for ep, sp, zero, mb in itertools.product(eps, SP_WITH_TP[req.target] if tp > 1 else (False,), zeros, mbs):
+            if req.target == "deepspeed" and experts and zero == 3:
+                continue  # DeepSpeed's engine refuses native MoE layers under ZeRO-3
+            if req.target == "torchtitan" and ((dp if zero == 3 else 1) * cp) % ep:
+                continue  # torchtitan carves EP out of dp_shard x cp
             m = req.global_batch // (mb * dp)
             overlaps = (False, True) if sp and req.target != "deepspeed" else (False,)
             for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):
@@ -144,12 +150,16 @@ def _satisfies(constraints, **values) -> bool:
 
 
 def splits(model: ModelSpec, req: SearchRequest, chunks: int) -> list[tuple[int, ...]]:
-    """Stage splits: every composition of the layer count into ``chunks`` positive parts, or the
-    default split alone (``nonuniform=False`` or the deepspeed target)."""
+    """Stage splits: every composition of the layer count into ``chunks`` positive parts (for
+    megatron none that parts the final norm from the head), or the default split alone
+    (``nonuniform=False``), or DeepSpeed's own split (the deepspeed target)."""
     n = len(model.layers)
-    if not req.nonuniform or req.target == "deepspeed":
+    if req.target == "deepspeed":
+        return [deepspeed_stage_layers(model, chunks)]
+    if not req.nonuniform:
         return [default_stage_layers(model, chunks)]
-    cuts = itertools.combinations(range(1, n), chunks - 1)
+    loss_stage = req.target == "megatron" and n >= 2 and isinstance(model.layers[-2], NormLayer) and isinstance(model.layers[-1], HeadLayer)
+    cuts = (c for c in itertools.combinations(range(1, n), chunks - 1) if not (loss_stage and n - 1 in c))
     return [tuple(b - a for a, b in zip((0,) + c, c + (n,))) for c in cuts]
 
 
@@ -170,7 +180,7 @@ def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int
 
     if req.constraints.recompute:
         return [assign([req.constraints.recompute] * len(movable))]
-    uniform = [assign([mode] * len(movable)) for mode in MODES]
+    uniform = [assign([mode] * len(movable)) for mode in MODES if not (req.target == "deepspeed" and mode == "selective")]
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return uniform
     if req.target == "native":

@@ -3,21 +3,24 @@ recomputation, as the target allows (``search.targets``)."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from costmodel.specs import ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.stage_model import group_costs
-from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
-from search.targets import TargetRules
+from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StageFn, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
+from search.targets import TargetRules, forbidden_cuts
 
 KEEP = 3
 """Best splits per option re-evaluated by the cost model."""
 
 
-def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute: str | None = None) -> tuple[list[ParallelConfig], bool]:
+def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute: str | None = None,
+           target: str = "native") -> tuple[list[ParallelConfig], bool]:
     """(configurations to evaluate, whether every split was searched) for ``base``; ``recompute``,
-    when the user fixed it, is the one mode every recomputable layer takes."""
+    when the user fixed it, is the one mode every recomputable layer takes. Splits with a boundary
+    ``target`` cannot express (``search.targets.forbidden_cuts``) are never proposed."""
     if not rules.explicit_splits and (rules.recompute != "per_layer" or recompute):
         return [], True
     gc = group_costs(table, base)
@@ -25,14 +28,15 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute
     if recompute:
         mode_sets: list = [(RECOMPUTE_CODES.index(recompute),)]
     else:
-        mode_sets = [None] if rules.recompute == "per_layer" else [(0,), (1,), (2,)]
+        mode_sets = [None] if rules.recompute == "per_layer" else [(RECOMPUTE_CODES.index(m),) for m in rules.recompute_modes]
+    cuts = forbidden_cuts(target, table.model)
     plans: list[StagePlan] = []
     limit = None if _few_splits(table, base) else KEEP
     for modes in mode_sets:
         if base.vpp == 1:
-            plans += split_one_chunk(table, base, stage_evaluator(table, base, gc, modes), balanced)[:limit]
+            plans += split_one_chunk(table, base, _without_cuts(stage_evaluator(table, base, gc, modes), cuts), balanced)[:limit]
         else:
-            plans += split_interleaved(table, base, gc, modes, balanced)[:limit]
+            plans += [p for p in split_interleaved(table, base, gc, modes, balanced) if not _cuts_at(p.sizes, cuts)][:limit]
     plans.sort(key=lambda p: p.objective_s)
     keep = plans[:limit]
     configs = [_config(base, p) for p in keep]
@@ -40,6 +44,18 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute
         for sizes in dict.fromkeys(p.sizes for p in keep):
             configs += _block_variants(base, sizes, table)
     return configs, _exhaustive(table, base)
+
+
+def _without_cuts(f: StageFn, cuts: frozenset[int]) -> StageFn:
+    """``f`` with every chunk that ends right before a forbidden boundary infeasible."""
+    if not cuts:
+        return f
+    return lambda rank, start, end: None if end in cuts else f(rank, start, end)
+
+
+def _cuts_at(sizes: tuple[int, ...], cuts: frozenset[int]) -> bool:
+    """Whether a split has a boundary in ``cuts``."""
+    return bool(cuts.intersection(itertools.accumulate(sizes[:-1])))
 
 
 def refine_work(table: CostTable, base: ParallelConfig) -> int:

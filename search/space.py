@@ -5,7 +5,8 @@ node before anything crosses the network) and divides every block's heads and KV
 splits the sequence into 2·cp chunks; pp is at most the number of blocks; dp = GPUs/(tp·cp·pp) divides
 the global batch; ep divides the experts and dp·cp; sp only with tp > 1; zero 0-3; micro-batch divides
 the per-replica batch; interleaving (vpp > 1) needs pp > 1, blocks divisible by pp·vpp and
-micro-batches divisible by pp. Targets narrow it (``search.targets``), and so do the user's
+micro-batches divisible by pp. Targets narrow it to what their exporters take (``search.targets``:
+ZeRO stages, MoE with ZeRO, the expert degree, DeepSpeed's own split), and so do the user's
 constraints (``SearchRequest.constraints``: fixed or bounded degrees, ZeRO stage, micro-batch, SP,
 schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and the micro-batch).
 """
@@ -17,7 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
-from search.targets import rules_for
+from costmodel.table import deepspeed_stage_layers, default_stage_layers
+from search.targets import rules_for, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -122,6 +124,8 @@ class Option:
     attention: str
     tp_comm_overlap: bool = False
     precision: str = "bf16"
+    stage_layers: tuple[int, ...] | None = None
+    """The engine's own split where it differs from the default (DeepSpeed's partition)."""
 
     @property
     def num_microbatches(self) -> int:
@@ -141,7 +145,9 @@ del _name, _value
 def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchRequest) -> Iterator[Option]:
     """Every base option of a mesh, in a fixed order."""
     rules, c = rules_for(req.target), req.constraints
-    zeros = [z for z in (rules.zero_with_pp if mesh.pp > 1 else rules.zero) if c.allows("zero", z)]
+    moe = any(b.is_moe for b in blocks(model))
+    zeros = [z for z in range(4) if c.allows("zero", z) and zero_allowed(rules, z, mesh.pp, mesh.dp, mesh.cp, mesh.ep, moe)]
+    split = _engine_split(model, mesh, rules.split)
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
     splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.validation)
     sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
@@ -155,4 +161,13 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
                     overlap = sp and rules.tp_comm_overlap
-                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap, precision)
+                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap,
+                                 precision, split if vpp == 1 else None)
+
+
+def _engine_split(model: ModelSpec, mesh: Mesh, kind: str) -> tuple[int, ...] | None:
+    """The split the target's engine makes where it is not the default (one chunk per rank)."""
+    if kind != "deepspeed" or mesh.pp == 1:
+        return None
+    sizes = deepspeed_stage_layers(model, mesh.pp)
+    return None if sizes == default_stage_layers(model, mesh.pp) else sizes

@@ -1,13 +1,21 @@
 """What each engine can express (ecosystem-notes B1-B3, B6), as restrictions on the search space.
 
-Megatron-LM: one TP/CP/DP degree per job, ZeRO-2/3 (Megatron FSDP) only without pipelining, per-stage layer lists (``--pipeline-model-parallel-layout``),
-1F1B or interleaved 1F1B, recomputation either one mode for every layer or full recomputation of the
-first N layers of every model chunk (``--recompute-method block --recompute-num-layers N``).
-DeepSpeed: ZeRO-2/3 are incompatible with pipeline parallelism (``runtime/pipe/engine.py``), stage
-splits come from ``partition_method`` (no explicit lists), one activation-checkpoint interval, no
-context parallelism, a 1F1B-like schedule. torchtitan: FSDP2 (ZeRO-3) or plain replication, one
-activation-checkpoint mode, explicit per-stage module lists, PyTorch's GPipe / 1F1B / interleaved
-schedules (no ZB-H1 schedule class of that name).
+Each rule is a refusal of the target's exporter (``planner/export``), so that the search never
+proposes a plan its target cannot launch:
+
+Megatron-LM: one TP/CP/DP degree per job, ZeRO-2/3 (Megatron FSDP) only without pipelining, per-stage
+layer lists (``--pipeline-model-parallel-layout``, whose loss stage ``L`` holds the final norm and the
+output head together), 1F1B or interleaved 1F1B, recomputation either one mode for every layer or
+full recomputation of the first N layers of every model chunk (``--recompute-method block
+--recompute-num-layers N``).
+DeepSpeed: ZeRO-2/3 are incompatible with pipeline parallelism (``runtime/pipe/engine.py``), native
+MoE layers are refused under ZeRO-3 (``runtime/engine.py`` ``_validate_zero3_moe_compatibility``),
+stage splits are ``PipelineModule``'s own (``costmodel.table.deepspeed_stage_layers``), one
+activation-checkpoint interval (whole layers: no selective recomputation), no context parallelism, a
+1F1B-like schedule.
+torchtitan: FSDP2 (ZeRO-3) or plain replication, the expert degree inside data_parallel_shard x
+context_parallel (``ParallelDims``), one activation-checkpoint mode, explicit per-stage module lists,
+PyTorch's GPipe / 1F1B / interleaved schedules (no ZB-H1 schedule class of that name).
 """
 
 from __future__ import annotations
@@ -15,7 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from costmodel.specs import HeadLayer, ModelSpec, NormLayer
+
 RecomputePolicy = Literal["per_layer", "block", "uniform"]
+ALL_MODES = ("none", "selective", "full")
 
 
 @dataclass(frozen=True)
@@ -34,16 +45,42 @@ class TargetRules:
     tp_comm_overlap: bool
     """TP communication may overlap its GEMMs (Megatron ``--tp-comm-overlap``, which needs SP;
     torchtitan's async TP); DeepSpeed has no such setting."""
+    recompute_modes: tuple[str, ...] = ALL_MODES
+    """Recomputation modes the engine has (DeepSpeed checkpoints whole layers only)."""
+    moe_zero: tuple[int, ...] = (0, 1, 2, 3)
+    """ZeRO stages allowed for a mixture-of-experts model."""
+    ep_within_shard: bool = False
+    """The expert degree must divide the FSDP-sharded data-parallel degree times cp (torchtitan
+    carves EP out of ``dp_shard x cp``; replication, ZeRO-0, gives a shard degree of 1)."""
+    split: Literal["explicit", "deepspeed"] = "explicit"
+    """``deepspeed``: the stage split is :func:`costmodel.table.deepspeed_stage_layers`."""
 
 
 RULES: dict[str, TargetRules] = {
     "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
-    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), True),
-    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False),
+    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), True, ep_within_shard=True),
+    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
+                             recompute_modes=("none", "full"), moe_zero=(0, 1, 2), split="deepspeed"),
 }
 
 
 def rules_for(target: str) -> TargetRules:
     """The rules of ``target`` (native allows everything)."""
     return RULES[target]
+
+
+def zero_allowed(rules: TargetRules, zero: int, pp: int, dp: int, cp: int, ep: int, moe: bool) -> bool:
+    """Whether ``rules`` let a mesh (pp, dp, cp, ep) of a model (MoE or not) use ZeRO stage ``zero``."""
+    if zero not in (rules.zero_with_pp if pp > 1 else rules.zero) or (moe and zero not in rules.moe_zero):
+        return False
+    return not rules.ep_within_shard or ((dp if zero == 3 else 1) * cp) % ep == 0
+
+
+def forbidden_cuts(target: str, model: ModelSpec) -> frozenset[int]:
+    """Stage boundaries b (a chunk ends before layer b) the target cannot express: Megatron-LM's
+    layout runs the final norm and the output head in one loss stage (``L``), so no cut between them."""
+    layers = model.layers
+    if target == "megatron" and len(layers) >= 2 and isinstance(layers[-2], NormLayer) and isinstance(layers[-1], HeadLayer):
+        return frozenset({len(layers) - 1})
+    return frozenset()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import argparse
 import json
 
-from planner.cli._common import EXIT_OK, add_subparser
+from planner.cli._common import EXIT_OK, add_retrace, add_subparser
 
 _EXAMPLES = """\
-  meshplan check-memory plan.json
+  meshplan check-memory plan.json                    # a preset plan
   meshplan check-memory plan.json --model path/to/config.json --json
-  meshplan check-memory plan.json --full-depth --pp-rank 0"""
+  meshplan check-memory plan.json --model llama3.1-8b --full-depth --pp-rank 0"""
 
 _DESCRIPTION = """\
 Measure a plan's per-GPU peak memory with PyTorch's own accounting: the model is built on the meta
@@ -28,8 +28,9 @@ peak by category (parameters, gradients, optimizer states, activations, temporar
 buffers) beside the cost model's prediction. Terms a GPU run has and the tracker cannot see (CUDA
 context and NCCL: the cluster's runtime overhead; allocator slack) are listed apart. Models whose
 blocks repeat are measured at two shallow depths and extrapolated (exact: memory is affine in the
-depth); --full-depth runs every block. The plan's model argument is rebuilt (a factory is imported
-and run): check plans you trust."""
+depth); --full-depth runs every block. The model is built from --model (checked against the plan's
+model SHA-256), never from a factory or file the plan names unless --retrace says so (it runs the
+factory: only for plans you trust); a preset plan needs neither."""
 
 _CATEGORIES = ("params", "grads", "optimizer_states", "activations", "temporaries", "buffers")
 
@@ -39,11 +40,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_subparser(subparsers, "check-memory", "measure a plan's per-GPU memory with torch's tracker",
                            _DESCRIPTION, _EXAMPLES)
     parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
-    parser.add_argument("--model", metavar="M", help="the plan's model, where it moved (default: the plan's own model argument)")
+    parser.add_argument("--model", metavar="M", help="the plan's model: preset, config.json or file.py:factory (checked against "
+                        "the plan's model SHA-256; needed unless the plan's model is a preset or --retrace is given)")
     parser.add_argument("--pp-rank", type=int, action="append", metavar="R",
                         help="pipeline rank to measure (repeatable; default: the first of each kind)")
     parser.add_argument("--full-depth", action="store_true", help="measure every block instead of extrapolating")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
@@ -53,11 +56,11 @@ def run(args: argparse.Namespace) -> int:
     from planner.plans import load_plan
     from planner.runtime.memcheck import check_memory
 
-    plan = load_plan(args.plan)
+    plan = load_plan(args.plan, retrace=args.retrace)
     bad = [r for r in args.pp_rank or () if not 0 <= r < plan.mesh.pp]
     if bad:
         raise InputError(f"--pp-rank {bad[0]} is not a pipeline rank of the plan (pp {plan.mesh.pp}: 0..{plan.mesh.pp - 1})")
-    result = check_memory(plan, model=args.model, pp_ranks=args.pp_rank, full_depth=args.full_depth)
+    result = check_memory(plan, model=args.model, pp_ranks=args.pp_rank, full_depth=args.full_depth, retrace=args.retrace)
     if args.json:
         print(json.dumps(result.model_dump(), indent=2))
         return EXIT_OK

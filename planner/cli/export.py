@@ -40,7 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export the plan once it validates; a refusal leaves as an InputError (exit 2) for ``main``."""
-    from planner.export import export, render
+    from planner.export import engine_export, text_of
     from planner.plans import load_plan_and_model
 
     to_file = args.output is not None and args.output != "-"
@@ -48,8 +48,9 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.output, "-o")
     with stdout_to_stderr():  # a re-traced factory's prints
         plan, model = load_plan_and_model(args.plan, args.retrace)
-    text = render(plan, args.to, args.format, model)
-    code = export(plan, "deepspeed", model).python() if args.to == "deepspeed" and args.format == "native" else ""  # type: ignore[union-attr]
+    result = engine_export(plan, args.to, model)  # load_plan_and_model has checked the plan
+    text = text_of(result, args.to, args.format)
+    code = result.python() if args.to == "deepspeed" and args.format == "native" else ""  # type: ignore[union-attr]
     if to_file:
         write_output(args.output, text, "-o", executable=args.to == "megatron" and args.format == "native")
         print(f"meshplan: wrote {args.output} ({args.to}, {args.format})", file=sys.stderr)

@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 
-from planner.cli._common import EXIT_OK, UsageError, add_subparser, check_output, positive_int, write_output
+from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, check_output, positive_int, write_output
 
 _EXAMPLES = """\
   meshplan plan --model config.json --cluster cpu4.json --gpus 4 --global-batch 8 --seq-len 32 -o plan.json
@@ -34,8 +34,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand."""
     parser = add_subparser(subparsers, "run", "train a plan on torch.distributed and measure it", _DESCRIPTION, _EXAMPLES)
     parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
-    parser.add_argument("--model", metavar="M", help="the plan's model: preset, config.json or file.py:factory "
-                        "(default: the plan's model argument)")
+    parser.add_argument("--model", metavar="M", help="the plan's model: preset, config.json or file.py:factory (checked against "
+                        "the plan's model SHA-256; needed unless the plan's model is a preset or --retrace is given)")
     parser.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches (default 0)")
@@ -44,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check the plan, then start torchrun --standalone with K processes")
     parser.add_argument("-o", "--output", metavar="RUN_JSON", help="write the run record (rank 0)")
     parser.add_argument("--json", action="store_true", help="print the run record as one JSON object")
+    add_retrace(parser)
     parser.set_defaults(run=run)
 
 
@@ -62,33 +63,35 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     if args.output:
         check_output(args.output, "-o")  # refuse a bad output path before any work
-    from planner.plans import read_plan
+    from planner.plans import load_plan, runtime_model
 
-    plan = read_plan(args.plan)
+    plan = load_plan(args.plan, retrace=args.retrace)
+    model = runtime_model(plan, args.model, args.retrace)  # never what the plan names, unless --retrace
     if "RANK" in os.environ:
-        return _rank(args, plan)
-    _preflight(args, plan)
+        return _rank(args, plan, model)
+    _preflight(args, plan, model)
     if args.nproc_per_node is None and plan.request.gpus == 1:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-        return _rank(args, plan)
+        return _rank(args, plan, model)
     if args.nproc_per_node is None:
         raise UsageError(f"run: the plan has {plan.request.gpus} ranks; start under torchrun --nproc-per-node "
                          f"{plan.request.gpus} or pass --nproc-per-node {plan.request.gpus}")
     argv = ["run", args.plan, "--steps", str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed)]
     argv += [*(["--model", args.model] if args.model else []), *(["--device", args.device] if args.device else []),
-             *(["-o", args.output] if args.output else []), *(["--json"] if args.json else [])]
+             *(["-o", args.output] if args.output else []), *(["--json"] if args.json else []),
+             *(["--retrace"] if args.retrace else [])]
     cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cli.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}", cli, *argv]
     return subprocess.run(cmd, check=False).returncode
 
 
-def _preflight(args: argparse.Namespace, plan: object) -> None:
+def _preflight(args: argparse.Namespace, plan: object, model: object) -> None:
     """The plan fits the model and the process count, checked before any worker starts."""
     from planner.runtime.apply import preflight
     from planner.runtime.models import build_model
 
     world = args.nproc_per_node or 1
-    preflight(plan, build_model(args.model or plan.model.arg, trace=plan.model.trace), world, args.device or _default_device())  # type: ignore[attr-defined]
+    preflight(plan, build_model(model, trace=plan.model.trace), world, args.device or _default_device())  # type: ignore[attr-defined]
 
 
 def _default_device() -> str:
@@ -103,7 +106,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _rank(args: argparse.Namespace, plan: object) -> int:
+def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
     import torch.distributed as dist
 
     from planner.errors import InputError
@@ -122,7 +125,7 @@ def _rank(args: argparse.Namespace, plan: object) -> int:
 
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
     try:
-        record = run_plan(plan, args.model, steps=args.steps, warmup=args.warmup, seed=args.seed, device_type=device)  # type: ignore[arg-type]
+        record = run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed, device_type=device, retrace=args.retrace)  # type: ignore[arg-type]
     except InputError:
         if dist.get_rank() != 0:  # the same line from every rank: rank 0's is enough
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())

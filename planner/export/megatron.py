@@ -1,8 +1,8 @@
 """Megatron-LM ``pretrain_gpt.py`` arguments for a plan.
 
 Flag names and rules are Megatron-LM's (NVIDIA/Megatron-LM@d98e8a64, ecosystem-notes B1 and B6; the
-model and parallel settings are checked by megatron-core 0.16.1's ``TransformerConfig`` and
-``PipelineParallelLayerLayout`` in the tests, the newest megatron-core for Python 3.11 on PyPI):
+arguments are read by Megatron-LM's own ``parse_args`` / ``validate_args`` and megatron-core 0.16.1's
+``TransformerConfig`` and ``PipelineParallelLayerLayout`` in the tests, tests/planner/export):
 parallel sizes from ``ModelParallelConfig``, DP derived as world / (TP x PP x CP), at most one of
 ``--num-virtual-stages-per-pipeline-rank`` and ``--pipeline-model-parallel-layout`` (stage i = a·PP + b
 is virtual chunk a of pipeline rank b), ``--recompute-method block`` recomputing the first N layers of
@@ -81,7 +81,7 @@ def _pairs(tokens: list[str]) -> list[str]:
 def megatron_export(plan: Plan, model: ModelSpec) -> MegatronExport:
     """Megatron-LM arguments for ``plan`` (whose model is ``model``); raises
     :class:`UnsupportedPlanError` naming the plan field Megatron-LM cannot express."""
-    _check_model(model)
+    check_model(model)
     if plan.schedule.name not in ("1f1b", "interleaved-1f1b"):
         raise UnsupportedPlanError(TARGET, "schedule.name", f"{plan.schedule.name!r}: Megatron-LM runs 1F1B or interleaved 1F1B; re-plan with --target megatron")
     parts = chunks(plan, model)
@@ -99,7 +99,7 @@ def megatron_export(plan: Plan, model: ModelSpec) -> MegatronExport:
                           nnodes=m.nodes, env=env, notes=notes)
 
 
-def _check_model(model: ModelSpec) -> None:
+def check_model(model: ModelSpec) -> None:
     """pretrain_gpt.py builds embedding, causal decoder blocks, final norm, output head; the blocks
     share one attention shape and MLP kind."""
     check_decoder(model, TARGET, "pretrain_gpt.py")
@@ -224,23 +224,26 @@ def precision_args(plan: Plan) -> list[str]:
 
 def offload_args(plan: Plan, parts: list[Chunk]) -> list[str]:
     """Host offload: the distributed optimizer's CPU offload (``--optimizer-cpu-offload``,
-    ``OptimizerConfig.optimizer_cpu_offload``; it needs ``--use-distributed-optimizer``) and activation
-    offloading (``--cpu-offloading``, ``TransformerConfig.cpu_offloading``: every layer but the last,
-    the most ``cpu_offloading_num_layers`` allows; not with pipeline parallelism or recomputation,
-    which ``TransformerConfig`` refuses)."""
+    ``OptimizerConfig.optimizer_cpu_offload``; it needs ``--use-distributed-optimizer`` and
+    ``--use-precision-aware-optimizer``, whose code path the hybrid device optimizer reuses:
+    megatron/training/arguments.py ``validate_args``) and activation offloading
+    (``--cpu-offloading-num-layers``, which sets ``TransformerConfig.cpu_offloading`` in
+    ``validate_args``; Megatron-LM has no ``--cpu-offloading`` flag: every layer but the last, the most
+    ``cpu_offloading_num_layers`` allows; not with pipeline parallelism or recomputation, which
+    ``TransformerConfig`` refuses)."""
     cfg, m = plan.config, plan.mesh
     args: list[str] = []
     if cfg.offload_optimizer:
         if m.zero != 1:
             raise UnsupportedPlanError(TARGET, "config.offload_optimizer", f"zero {m.zero}: Megatron-LM offloads the optimizer of its distributed optimizer only (zero 1)")
-        args.append("--optimizer-cpu-offload")
+        args += ["--optimizer-cpu-offload", "--use-precision-aware-optimizer"]
     if cfg.offload_activations:
         if m.pp > 1:
             raise UnsupportedPlanError(TARGET, "config.offload_activations", f"pp {m.pp}: Megatron-LM's activation offloading does not support pipeline parallelism")
         if any(mode != "none" for c in parts for mode in c.block_recompute):
             raise UnsupportedPlanError(TARGET, "config.offload_activations", "with recomputation: Megatron-LM's activation offloading refuses recomputed layers")
         blocks = sum(len(c.blocks) for c in parts)
-        args += ["--cpu-offloading", "--cpu-offloading-num-layers", str(max(1, blocks - 1))]
+        args += ["--cpu-offloading-num-layers", str(max(1, blocks - 1))]
     return args
 
 

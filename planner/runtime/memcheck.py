@@ -21,7 +21,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.errors import InputError
 from planner.schema import Plan
 
 GIB = float(1 << 30)
@@ -96,17 +95,6 @@ def _split_prediction(parts: dict[str, float], runtime_gib: float) -> tuple[dict
     return tracked, {"runtime_overhead": runtime_gib, "allocator_slack": slack}
 
 
-def _check_model(plan: Plan, spec: Any) -> None:
-    """InputError unless ``spec`` is the plan's model (layer count and parameters)."""
-    from costmodel.params import count_params
-
-    layers, params = len(spec.layers), count_params(spec)
-    if (layers, params) != (plan.model.num_layers, plan.model.params):
-        raise InputError(f"model {spec.name!r} has {layers} layers and {params:,} parameters but the plan's model "
-                         f"{plan.model.name!r} has {plan.model.num_layers} and {plan.model.params:,}; "
-                         f"pass the model the plan was made for ({plan.model.arg})")
-
-
 def _as_built(spec: Any, arg: Any, trace: bool) -> tuple[Any, list[str]]:
     """``spec`` as the module torch runs: blocks flagged with dropout are predicted without dropout
     masks when the built module has no dropout (``planner.runtime.models.DecoderLM`` has none); the
@@ -126,22 +114,24 @@ def _as_built(spec: Any, arg: Any, trace: bool) -> tuple[Any, list[str]]:
 
 
 def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = None,
-                 full_depth: bool = False) -> MemoryCheck:
+                 full_depth: bool = False, retrace: bool = False) -> MemoryCheck:
     """Measure ``plan``'s per-rank peak memory with torch's tracker (see the module docstring).
 
-    ``model`` overrides the plan's model argument (a moved config.json, or a ModelSpec);
+    ``model`` is the plan's model (a preset, config.json, ``file.py:factory`` or ModelSpec; its layer
+    list must hash to the plan's ``spec_sha256``); without it only a preset plan is built, or, with
+    ``retrace``, the model the plan names (runs its factory: plans you trust) (``planner.plans.runtime_model``);
     ``pp_ranks`` picks the pipeline ranks to measure (default: the first of each kind);
     ``full_depth`` measures every block instead of extrapolating from shallow copies
     (:mod:`planner.runtime.memcheck_depth`).
     Raises InputError when the plan does not match the model.
     """
     from planner.inputs import resolve_model_arg
+    from planner.plans import runtime_model
     from planner.runtime.memcheck_apply import stop_fake_world, uses_mixed_precision
     from planner.runtime.memcheck_depth import can_extrapolate, describe
 
-    arg = model or plan.model.arg
+    arg = runtime_model(plan, model, retrace)
     spec = resolve_model_arg(arg, plan.model.trace)
-    _check_model(plan, spec)
     built, dropout_note = _as_built(spec, arg, plan.model.trace)
     step = _predicted(plan, built)
     kinds = step.ranks

@@ -42,9 +42,13 @@ GIB = 2**30
 
 
 def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2, seed: int = 0,
-             device_type: str | None = None) -> RunRecord | None:
-    """Train ``plan`` (on ``model``, default the plan's own model argument) and measure it."""
-    arg = model if model is not None else plan.model.arg
+             device_type: str | None = None, retrace: bool = False) -> RunRecord | None:
+    """Train ``plan`` on ``model`` and measure it. ``model`` must be the plan's model; without it
+    only a preset plan runs, or, with ``retrace``, the model the plan names (runs its factory: plans
+    you trust) (``planner.plans.runtime_model``)."""
+    from planner.plans import runtime_model
+
+    arg = runtime_model(plan, model, retrace)
     module = build_model(arg, trace=plan.model.trace)
     runtime = apply(plan, module, device_type=device_type)
     torch.manual_seed(seed)

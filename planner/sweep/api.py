@@ -131,7 +131,7 @@ def _check_model(model: Any, target: str, top_k: int, time_limit_s: float | None
     resolves, and the constraints hold for it (all but the per-point checks)."""
     from planner.constraints import read_grid_constraints
     from planner.inputs import resolve_model_arg
-    from planner.plans import search_option_problems
+    from planner.plans import check_target_model, search_option_problems
 
     unknown = sorted(set(constraints) - set(CONSTRAINTS))
     if unknown:
@@ -139,7 +139,9 @@ def _check_model(model: Any, target: str, top_k: int, time_limit_s: float | None
     problems = search_option_problems(target, top_k, time_limit_s, headroom)
     if problems:
         raise InputError(*problems)
-    return read_grid_constraints(resolve_model_arg(model), target, **constraints)
+    spec = resolve_model_arg(model)
+    check_target_model(target, spec)
+    return read_grid_constraints(spec, target, **constraints)
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,9 @@ def test_schema_version_and_model() -> None:
     ("megatron", dict(schedule="gpipe"), "megatron runs 1f1b or interleaved-1f1b, not gpipe"),
     ("megatron", dict(layer_recompute=("none", "selective") + ("none",) * 33), "megatron recomputes one mode for every layer"),
     ("deepspeed", dict(zero=2), "deepspeed forbids ZeRO-2 with pipeline parallelism"),
-    ("deepspeed", dict(stage_layers=(10, 25)), "deepspeed takes no explicit stage split"),
+    ("deepspeed", dict(stage_layers=(10, 25)), "deepspeed splits the layers [17, 18] (PipelineModule's partition), not [10, 25]"),
+    ("deepspeed", dict(recompute="selective"), "deepspeed checkpoints whole layers: recompute none or full, not selective"),
+    ("megatron", dict(stage_layers=(34, 1)), "megatron runs the final norm and the output head in one stage"),
     ("deepspeed", dict(cp=2, dp=1), "deepspeed has no context parallelism"),
     ("deepspeed", dict(recompute="none", layer_recompute=("none", "full") + ("none",) * 33), "deepspeed takes one activation-checkpointing mode"),
     ("torchtitan", dict(zero=1), "torchtitan shards with FSDP2 (zero 3) or not at all"),
@@ -116,6 +118,16 @@ def test_schema_version_and_model() -> None:
 def test_target_rules(target: str, changes: dict, fragment: str) -> None:
     one_problem_with(make(target=target, **changes), fragment)
     assert plan_problems(make(target="native", **changes)) == []
+
+
+@pytest.mark.parametrize(("target", "changes", "fragment"), [
+    ("deepspeed", dict(zero=3), "deepspeed refuses native mixture-of-experts layers under ZeRO-3"),
+    ("torchtitan", dict(zero=0), "torchtitan takes ep 8 out of data_parallel_shard 1 x cp 1, which it does not divide"),
+])
+def test_target_rules_of_mixture_of_experts(target: str, changes: dict, fragment: str) -> None:
+    moe = dict(model="mixtral-8x7b", pp=1, dp=16, ep=8, global_batch=32, **changes)
+    one_problem_with(make(target=target, **moe), fragment)
+    assert plan_problems(make(target="native", **moe)) == []
 
 
 def test_megatron_block_recompute_is_the_same_n_in_every_chunk() -> None:

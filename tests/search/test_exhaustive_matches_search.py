@@ -130,7 +130,8 @@ def uniform_space(target: str, gpus: int, global_batch: int, seq_len: int, block
         zeros = (0, 1) if target == "deepspeed" and pp > 1 else TARGET_ZERO[target]
         for mb, sp, zero, recompute, schedule in itertools.product(
                 [b for b in _divisors(global_batch // dp) if b <= 16], (False, True) if tp > 1 else (False,),
-                zeros, ("none", "selective", "full"), [s for s in schedules if s in TARGET_SCHEDULES[target]]):
+                zeros, ("none", "full") if target == "deepspeed" else ("none", "selective", "full"),  # DeepSpeed checkpoints whole layers
+                [s for s in schedules if s in TARGET_SCHEDULES[target]]):
             yield dict(tp=tp, pp=pp, cp=cp, vpp=vpp, micro_batch=mb, sp=sp, zero=zero, recompute=recompute, schedule=schedule)
 
 

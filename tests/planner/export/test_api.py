@@ -28,7 +28,26 @@ def test_load_plan_refuses_unknown_schema_versions(plan_of, tmp_path: Path) -> N
 
 
 def test_plan_methods(plan_of) -> None:
-    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096)
+    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096, recompute="full")
     assert isinstance(plan.to_megatron_args(), list) and isinstance(plan.to_megatron_args(grouped=True), dict)
     assert isinstance(plan.to_torchtitan(), TorchtitanExport) and isinstance(plan.to_deepspeed(), DeepSpeedExport)
     assert plan.report().startswith("# meshplan report") and plan.report(format="html").startswith("<!DOCTYPE html>")
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
+def test_a_tampered_in_memory_plan_is_refused_never_exported(plan_of, target: str) -> None:
+    from planner.export import export, render
+
+    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096, recompute="full")
+    export(plan, target)  # the plan as written exports to every target
+    more_gpus = plan.model_copy(update={"mesh": plan.mesh.model_copy(update={"dp": 16})})
+    first, second = plan.stages
+    dropped = plan.model_copy(update={"stages": [first, second.model_copy(update={"layers": second.layers[:-1]})]})
+    for bad, why in ((more_gpus, "mesh.dp is 16 but the configuration says 8"), (dropped, "the stages cover layers 0..33")):
+        with pytest.raises(planner.InputError, match=r"the plan is invalid") as err:
+            export(bad, target)
+        assert any(why in p for p in err.value.problems), err.value.problems
+        with pytest.raises(planner.InputError, match=r"the plan is invalid"):
+            render(bad, target)
+    with pytest.raises(planner.InputError, match=r"the plan is invalid"):
+        more_gpus.to_megatron_args()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.errors import InputError
-from planner.export import export, render
+from planner.export import check_model_for, engine_export, export, render
 from planner.export.common import UnsupportedPlanError, chunks, resolve_plan_model, uniform_recompute
 
 
@@ -46,4 +46,8 @@ def test_models_the_engines_cannot_build_are_refused(plan_of) -> None:
     headless = spec.model_copy(update={"layers": spec.layers[:-1]})
     for target in ("megatron", "torchtitan"):
         with pytest.raises(UnsupportedPlanError, match=r"model\.layers\[\d+\]"):
-            export(plan, target, headless)
+            engine_export(plan, target, headless)  # the exporter itself refuses it
+        with pytest.raises(UnsupportedPlanError, match=r"model\.layers\[\d+\]"):
+            check_model_for(target, headless)  # and planning for the target refuses it before searching
+        with pytest.raises(InputError, match="the plan was made for another model"):
+            export(plan, target, headless)  # export checks the plan against the model first

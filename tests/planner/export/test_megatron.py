@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from planner.export import export, render
+from planner.export import engine_export, text_of
+from planner.plans import plan_model
 from planner.export.common import UnsupportedPlanError
 from planner.export.megatron import MegatronExport
 
 LLAMA70B = dict(model="llama3.1-70b", tp=2, pp=4, cp=2, dp=4, sp=True, zero=1, global_batch=512, seq_len=8192, micro_batch=1)
+
+
+def unchecked(plan, target: str):
+    """The exporter alone (``engine_export``): these tests check its mapping on fixed configurations,
+    some over an H100's memory, which ``export`` refuses before exporting (tested in test_api.py)."""
+    return engine_export(plan, target, plan_model(plan))
 
 
 def block_recompute(stage_layers: tuple[int, ...], n: int, layers: int = 83, first_block: int = 1, last_block: int = 80) -> tuple[str, ...]:
@@ -64,20 +71,20 @@ def check_round_trip(plan, argv: list[str]) -> argparse.Namespace:
 def test_golden_layout_and_block_recompute(plan_of, golden) -> None:
     split = (20, 21, 21, 21)
     plan = plan_of(**LLAMA70B, stage_layers=split, layer_recompute=block_recompute(split, 2))
-    golden("megatron_llama70b_layout.sh", render(plan, "megatron"))
-    golden("megatron_llama70b_layout.json", render(plan, "megatron", "json"))
+    golden("megatron_llama70b_layout.sh", text_of(unchecked(plan, "megatron"), "megatron"))
+    golden("megatron_llama70b_layout.json", text_of(unchecked(plan, "megatron"), "megatron", "json"))
 
 
 def test_golden_interleaved_even_split(plan_of, golden) -> None:
     plan = plan_of(model="gpt3-175b", cluster="dgx-a100", tp=8, pp=8, dp=2, vpp=4, schedule="interleaved-1f1b", sp=True, zero=1,
                    recompute="selective", global_batch=256, seq_len=2048, micro_batch=1)
-    golden("megatron_gpt175b_vpp.sh", render(plan, "megatron"))
+    golden("megatron_gpt175b_vpp.sh", text_of(unchecked(plan, "megatron"), "megatron"))
 
 
 def test_round_trip_of_fixture_plan(plan_of) -> None:
     split = (20, 21, 21, 21)
     plan = plan_of(**LLAMA70B, stage_layers=split, layer_recompute=block_recompute(split, 2))
-    args = check_round_trip(plan, plan.to_megatron_args())
+    args = check_round_trip(plan, unchecked(plan, "megatron").argv())
     assert args.sequence_parallel and args.use_distributed_optimizer
     assert (args.recompute_granularity, args.recompute_method, args.recompute_num_layers) == ("full", "block", 2)
     stages = parse_layout(args.pipeline_model_parallel_layout)
@@ -90,7 +97,7 @@ def test_round_trip_of_searched_plan() -> None:
     from planner.plans import plan as make
 
     plan = make(model="llama3.1-70b", cluster="dgx-h100", gpus=64, global_batch=512, seq_len=8192, target="megatron")
-    args = check_round_trip(plan, plan.to_megatron_args())
+    args = check_round_trip(plan, plan.to_megatron_args())  # a searched plan passes export's check
     if args.pipeline_model_parallel_layout is not None:
         stages = parse_layout(args.pipeline_model_parallel_layout)
         assert len(stages) == plan.mesh.pp * plan.schedule.virtual_stages
@@ -99,16 +106,16 @@ def test_round_trip_of_searched_plan() -> None:
 
 def test_grouped_arguments_partition_the_flat_argv(plan_of) -> None:
     plan = plan_of(**LLAMA70B)
-    groups = plan.to_megatron_args(grouped=True)
+    groups = dict(unchecked(plan, "megatron").groups)
     assert list(groups) == ["GPT_MODEL_ARGS", "TRAINING_ARGS", "MODEL_PARALLEL_ARGS"]
-    assert [t for g in groups.values() for t in g] == plan.to_megatron_args()
+    assert [t for g in groups.values() for t in g] == unchecked(plan, "megatron").argv()
     assert "--seq-length" in groups["GPT_MODEL_ARGS"] and "--micro-batch-size" in groups["TRAINING_ARGS"]
     assert "--tensor-model-parallel-size" in groups["MODEL_PARALLEL_ARGS"]
 
 
 def test_even_split_uses_virtual_stages_never_with_a_layout(plan_of) -> None:
     plan = plan_of(model="llama3.1-8b", tp=1, pp=4, dp=4, vpp=2, schedule="interleaved-1f1b", zero=1, global_batch=64, seq_len=4096)
-    argv = plan.to_megatron_args()
+    argv = unchecked(plan, "megatron").argv()
     assert argv[argv.index("--num-virtual-stages-per-pipeline-rank") + 1] == "2"
     assert "--pipeline-model-parallel-layout" not in argv
 
@@ -116,7 +123,7 @@ def test_even_split_uses_virtual_stages_never_with_a_layout(plan_of) -> None:
 def test_uneven_split_with_interleaving_is_a_layout_of_pp_times_vpp_stages(plan_of) -> None:
     split = (4, 4, 4, 4, 4, 4, 4, 7)  # 35 layers: embedding, 32 blocks, norm, head
     plan = plan_of(model="llama3.1-8b", tp=1, pp=4, dp=4, vpp=2, schedule="interleaved-1f1b", zero=1, global_batch=64, seq_len=4096, stage_layers=split)
-    args, _ = parser().parse_known_args(plan.to_megatron_args())
+    args, _ = parser().parse_known_args(unchecked(plan, "megatron").argv())
     stages = parse_layout(args.pipeline_model_parallel_layout)
     assert len(stages) == 8 and args.num_virtual_stages_per_pipeline_rank is None
     assert [s.count("t") for s in stages] == [3, 4, 4, 4, 4, 4, 4, 5]
@@ -129,7 +136,7 @@ def test_uneven_split_with_interleaving_is_a_layout_of_pp_times_vpp_stages(plan_
 ])
 def test_uniform_recompute(plan_of, recompute: str, expected: list[str]) -> None:
     plan = plan_of(tp=2, pp=2, dp=4, sp=True, zero=1, global_batch=64, seq_len=4096, recompute=recompute)
-    argv = plan.to_megatron_args()
+    argv = unchecked(plan, "megatron").argv()
     got = argv[argv.index("--recompute-granularity"):][:len(expected)] if expected else [t for t in argv if t.startswith("--recompute")]
     assert got == expected
 
@@ -141,7 +148,7 @@ def test_uniform_recompute(plan_of, recompute: str, expected: list[str]) -> None
     (3, ["--use-megatron-fsdp", "--data-parallel-sharding-strategy", "optim_grads_params", "--ckpt-format", "fsdp_dtensor"], []),
 ])
 def test_zero_stages(plan_of, zero: int, flags: list[str], absent: list[str]) -> None:
-    result = export(plan_of(tp=2, dp=8, sp=True, zero=zero, global_batch=64, seq_len=4096), "megatron")
+    result = unchecked(plan_of(tp=2, dp=8, sp=True, zero=zero, global_batch=64, seq_len=4096), "megatron")
     assert isinstance(result, MegatronExport)
     argv = result.argv()
     assert all(f in argv for f in flags) and not any(f in argv for f in absent)
@@ -150,7 +157,7 @@ def test_zero_stages(plan_of, zero: int, flags: list[str], absent: list[str]) ->
 
 
 def test_moe_arguments(plan_of) -> None:
-    argv = plan_of(model="mixtral-8x7b", tp=1, pp=2, dp=16, ep=8, zero=1, global_batch=256, seq_len=4096).to_megatron_args()
+    argv = unchecked(plan_of(model="mixtral-8x7b", tp=1, pp=2, dp=16, ep=8, zero=1, global_batch=256, seq_len=4096), "megatron").argv()
     args, _ = parser().parse_known_args(argv)
     assert args.expert_model_parallel_size == 8
     assert argv[argv.index("--num-experts") + 1] == "8" and argv[argv.index("--moe-router-topk") + 1] == "2"
@@ -163,18 +170,18 @@ def test_shell_snippet_passes_exactly_the_argv(plan_of, tmp_path: Path) -> None:
     fake.write_text('#!/usr/bin/env bash\nprintf "%s\\n" "$@"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     script = tmp_path / "launch.sh"
-    script.write_text(render(plan, "megatron"))
+    script.write_text(text_of(unchecked(plan, "megatron"), "megatron"))
     out = subprocess.run(["bash", str(script), "--mock-data"], capture_output=True, text=True, check=True,
                          env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}).stdout.splitlines()
     tail = out[out.index("pretrain_gpt.py") + 1:]
-    assert tail == plan.to_megatron_args() + ["--mock-data"]
+    assert tail == unchecked(plan, "megatron").argv() + ["--mock-data"]
     assert out[:4] == ["--nproc_per_node", "8", "--nnodes", "8"]
 
 
 def test_refuses_a_schedule_megatron_does_not_run(plan_of) -> None:
     plan = plan_of(tp=2, pp=2, dp=4, sp=True, zero=1, global_batch=64, seq_len=4096, schedule="gpipe")
     with pytest.raises(UnsupportedPlanError, match="schedule.name") as err:
-        plan.to_megatron_args()
+        unchecked(plan, "megatron").argv()
     assert err.value.field == "schedule.name"
 
 
@@ -183,7 +190,7 @@ def test_refuses_recompute_that_is_not_the_first_blocks_of_every_chunk(plan_of) 
     modes[5] = "full"  # the fifth block of chunk 0, not its first
     plan = plan_of(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, layer_recompute=tuple(modes))
     with pytest.raises(UnsupportedPlanError, match=r"stages\[0\]\.layer_recompute"):
-        plan.to_megatron_args()
+        unchecked(plan, "megatron").argv()
 
 
 def test_refuses_different_block_counts_per_chunk(plan_of) -> None:
@@ -192,10 +199,10 @@ def test_refuses_different_block_counts_per_chunk(plan_of) -> None:
     modes[17] = "full"            # chunk 1: one block
     plan = plan_of(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, stage_layers=(17, 18), layer_recompute=tuple(modes))
     with pytest.raises(UnsupportedPlanError, match=r"stages\[1\]\.layer_recompute"):
-        plan.to_megatron_args()
+        unchecked(plan, "megatron").argv()
 
 
 def test_refuses_final_norm_and_head_on_different_stages(plan_of) -> None:
     plan = plan_of(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, stage_layers=(34, 1))
     with pytest.raises(UnsupportedPlanError, match=r"stages\[0\]\.layers"):
-        plan.to_megatron_args()
+        unchecked(plan, "megatron").argv()

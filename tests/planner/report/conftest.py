@@ -32,8 +32,8 @@ def make_plan(model: str, cluster: str, alternatives: tuple[dict[str, Any], ...]
 
 @pytest.fixture(scope="session")
 def llama_plan() -> Plan:
-    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4 and two runners-up."""
-    return make_plan("llama3.1-70b", "dgx-h100", RUNNERS_UP, **LLAMA70B)
+    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4, zero 2 (valid for the native target) and two runners-up."""
+    return make_plan("llama3.1-70b", "dgx-h100", RUNNERS_UP, target="native", **LLAMA70B)
 
 
 @pytest.fixture(scope="session")

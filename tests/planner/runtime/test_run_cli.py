@@ -48,7 +48,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 def test_torchrun_prints_and_writes_the_run_record(setup: tuple[Path, str]) -> None:
     folder, config = setup
     done = _run(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4", CLI, "run",
-                "plan.json", "--steps", "3", "--warmup", "1", "--seed", str(SEED), "-o", "run.json", cwd=folder)
+                "plan.json", "--model", config, "--steps", "3", "--warmup", "1", "--seed", str(SEED), "-o", "run.json", cwd=folder)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step time (s)" in done.stdout and "loss per step" in done.stdout
     record = RunRecord.model_validate_json((folder / "run.json").read_text())
