@@ -151,9 +151,11 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """HBM bytes of a block's memory-bound forward ops: 2 norms, 2 residual adds, dropouts (replicated
     across TP unless SP), and the activation function (split by TP). Element counts per token, as
     fused kernels run them: norm 2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f
-    (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op (eager PyTorch, ``costmodel.engines``) a block moves
-    :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm element, 5f for SwiGLU (``silu`` then the product) and
-    :data:`EAGER_ROTARY_ELEMENTS` per query and key element for rotary embeddings."""
+    (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op
+    (eager PyTorch, ``costmodel.engines``) a block moves :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm
+    element, 5f for SwiGLU (``silu`` then the product) and :data:`EAGER_ROTARY_ELEMENTS` per query
+    and key element for rotary embeddings (MLA: the rotary part of every query and the one shared
+    rotary key)."""
     h, f = layer.hidden_size, layer.ffn_hidden_size * max(1, layer.moe_top_k)
     fused = cfg.terms is None or cfg.terms.fused
     rms = layer.norm == "rmsnorm" and not fused
@@ -164,8 +166,8 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
         repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h
     act = (3 if fused else 5) * f if layer.ffn_act == "swiglu" else 2 * f
     if rms:
-        rotary = (layer.num_heads + 1) * layer.qk_rope_head_dim if layer.is_mla else (layer.num_heads + layer.num_kv_heads) * layer.head_dim
-        act += EAGER_ROTARY_ELEMENTS * rotary
+        heads = layer.num_heads + (1 if layer.is_mla else layer.num_kv_heads)
+        act += EAGER_ROTARY_ELEMENTS * heads * (layer.qk_rope_head_dim if layer.is_mla else layer.head_dim)
     return ACT_BYTES * cfg.tokens * (repl / cfg.sp_div + act / cfg.tp)
 
 

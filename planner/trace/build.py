@@ -336,7 +336,8 @@ def _notes(b: _Builder, traces: list[LayerTrace]) -> list[str]:
     notes, counts = [], {}
     for t in traces:
         if t.kind == "generic" and t.modules:
-            counts[t.name] = counts.get(t.name, 0) + 1
+            key = _pattern(t.name) if _pattern(t.name) in b.why else t.name  # unique blocks of a named pattern
+            counts[key] = counts.get(key, 0) + 1
     opaque = {t.name for t in traces if t.kind == "generic" and t.stub_of == OPAQUE}
     for name, why in b.why.items():
         how = (f"could not run without data, costed at {OPAQUE_FLOPS_PER_PARAM:g} FLOPs per parameter per "

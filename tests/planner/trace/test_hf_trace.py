@@ -53,3 +53,19 @@ def test_cli_estimate_trace_exits_2_on_an_unknown_architecture(tmp_path: Path) -
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[3])
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_deepseek_v2_lite_traces_as_the_mla_blocks_its_config_describes(tmp_path: Path) -> None:
+    """DeepseekV2ForCausalLM without a query latent (V2-Lite: ``q_proj`` from h, ``kv_a_proj_with_mqa``,
+    ``kv_b_proj``) and with 2 shared experts: the traced blocks are the config's MLA/MoE blocks."""
+    from costmodel.specs import TransformerLayer
+    from planner.inputs import resolve_model_arg
+
+    path = _config(tmp_path, dict(model_type="deepseek_v2", architectures=["DeepseekV2ForCausalLM"], hidden_size=64,
+                                  intermediate_size=160, moe_intermediate_size=24, n_routed_experts=8, n_shared_experts=2,
+                                  num_experts_per_tok=2, first_k_dense_replace=1, num_hidden_layers=3, num_attention_heads=4,
+                                  num_key_value_heads=4, q_lora_rank=None, kv_lora_rank=32, qk_rope_head_dim=8,
+                                  qk_nope_head_dim=16, v_head_dim=16, vocab_size=512, max_position_embeddings=512))
+    traced, read = resolve_model_arg(path, True), resolve_model_arg(path)
+    blocks = lambda spec: [x.model_copy(update={"name": "block"}) for x in spec.layers if isinstance(x, TransformerLayer)]  # noqa: E731
+    assert blocks(traced) == blocks(read) and blocks(read)[1].q_lora_rank is None and blocks(read)[1].is_mla
