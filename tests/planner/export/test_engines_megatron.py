@@ -13,7 +13,7 @@ the plan's.
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,17 @@ from planner.export import export
 from planner.plans import plan_model
 from planner.validate import plan_problems
 
-sys.path.insert(0, str(Path(__file__).with_name("megatron_lm")))
-from megatron_training import megatron_args  # noqa: E402
+
+def _helper() -> Any:
+    """``megatron_lm/megatron_training.py``, loaded from its file (no test folder goes on sys.path)."""
+    spec = importlib.util.spec_from_file_location("meshplan_megatron_training", Path(__file__).with_name("megatron_lm") / "megatron_training.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+megatron_args = _helper().megatron_args
 
 
 def run_megatron(plan: Any, argv: list[str] | None = None, env: dict[str, str] | None = None) -> tuple[Any, Any]:
