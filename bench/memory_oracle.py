@@ -20,7 +20,7 @@ TOLERANCE, UNDER = 0.10, 0.03
 
 def main(argv: list[str] | None = None) -> int:
     from planner.runtime.memcheck import check_memory
-    from planner.runtime.memcheck_cases import CASES, case_plan
+    from planner.runtime.memcheck_cases import CASES, case_model, case_plan
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for case in chosen:
         start = time.perf_counter()
         try:
-            result = check_memory(case_plan(case), full_depth=args.full_depth)
+            result = check_memory(case_plan(case), model=case_model(case), full_depth=args.full_depth)
         except Exception as exc:  # a case the runtime cannot run is a row of the table, not the end of it
             failed += 1
             print(f"{case.name:36} {'-':>4} {'':9} {'':9} {'':7}  ERROR   {type(exc).__name__}: {' '.join(str(exc).split())[:90]}")

@@ -339,9 +339,9 @@ def check_same_model(plan: Plan, given: ModelSpec, arg: Any) -> None:
     if (layers, params) != (info.num_layers, info.params):
         raise InputError(f"model {given.name!r} has {layers} layers and {params:,} parameters but the plan's model "
                          f"{info.name!r} has {info.num_layers} and {info.params:,}; pass the model the plan was made for ({_short(info.arg)})")
-    ours = plan_model(plan, retrace=False) if info.spec is not None or _is_preset(info.arg) else None
-    if info.spec_sha256 is None:
+    if info.spec_sha256 is None:  # a plan without a digest: the counts are all there is to compare
         return
+    ours = plan_model(plan, retrace=False) if info.spec is not None or _is_preset(info.arg) else None
     named = given.model_copy(update={"name": ours.name, "source": ours.source, "notes": ours.notes}) if ours is not None else given
     if spec_digest(named) != info.spec_sha256:
         raise InputError(f"model {_short(arg if isinstance(arg, str) else given.name)} has the plan's layer count and parameters but not its "

@@ -109,6 +109,12 @@ def _model_arg(model: str) -> str:
     return mixtral_config_path() if model == "mixtral-8x7b.json" else model
 
 
+def case_model(case: Case) -> str:
+    """The model argument of ``case`` (what ``check_memory``'s ``model`` takes: a plan's own
+    factory or config.json path is never built unless passed again)."""
+    return _model_arg(case.model)
+
+
 def case_plan(case: Case) -> Plan:
     """The plan of exactly ``case.config`` for ``case.model`` on ``case.cluster``."""
     from costmodel.specs import ParallelConfig

@@ -13,7 +13,7 @@ the plan's.
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,17 @@ from planner.export import export
 from planner.plans import plan_model
 from planner.validate import plan_problems
 
-sys.path.insert(0, str(Path(__file__).with_name("megatron_lm")))
-from megatron_training import megatron_args  # noqa: E402
+
+def _helper() -> Any:
+    """``megatron_lm/megatron_training.py``, loaded from its file (no test folder goes on sys.path)."""
+    spec = importlib.util.spec_from_file_location("meshplan_megatron_training", Path(__file__).with_name("megatron_lm") / "megatron_training.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+megatron_args = _helper().megatron_args
 
 
 def run_megatron(plan: Any, argv: list[str] | None = None, env: dict[str, str] | None = None) -> tuple[Any, Any]:
@@ -51,14 +60,17 @@ def test_every_model_and_shape_is_covered(parsed) -> None:
 
 
 def test_megatron_derives_the_planned_degrees_and_batches(parsed) -> None:
+    from megatron.core.num_microbatches_calculator import ConstantNumMicroBatchesCalculator
+
     for cid, (plan, args, _) in parsed.items():
         m, s = plan.mesh, plan.schedule
         assert args.world_size == plan.request.gpus, cid
         assert (args.data_parallel_size, args.tensor_model_parallel_size, args.pipeline_model_parallel_size,
                 args.context_parallel_size, args.expert_model_parallel_size) == (m.dp, m.tp, m.pp, m.cp, m.ep), cid
         assert (args.virtual_pipeline_model_parallel_size or 1) == s.virtual_stages, cid
-        assert args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) == s.num_microbatches, cid
-        assert args.global_batch_size % (args.micro_batch_size * args.data_parallel_size) == 0, cid
+        # what Megatron-LM's training loop builds from the validated arguments (it asserts divisibility)
+        calc = ConstantNumMicroBatchesCalculator(args.global_batch_size, args.micro_batch_size, args.data_parallel_size, False, 0)
+        assert calc.get() == s.num_microbatches, cid
         assert args.seq_length == plan.config.seq_len, cid
         assert args.sequence_parallel == (m.sp and m.tp > 1), cid
         assert args.use_distributed_optimizer == (m.zero >= 1), cid
