@@ -31,7 +31,11 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    the mean over the p ranks, and at least 0. Each collective costs at least its cheapest protocol's
    seconds per byte times the bytes (NCCL's cost is a minimum of affine terms with non-negative
    latency), so the ranks' reductions sum to at least that slope times all the layers' gradients;
-   the slack of the ranks sums to at most (p − 1)/v times all the layers' forward and backward.
+   the slack of the ranks sums to at most (p − 1)/v times all the layers' forward and backward, and
+   (each rank's forward and backward being at most the slowest rank's time M) to at most
+   M·p(p − 1)/(2v). The second depends on M, which term 1 bounds from below by M₀: the step is at
+   least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
+   is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``).
 Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
 keeps the bound below every step.
 
@@ -132,7 +136,7 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pre
         return math.inf
     pipeline = (cfg.num_microbatches - 1.0 / d) * slowest + v.total_s / d
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
-    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v)
+    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v, slowest)
     return pipeline + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
@@ -284,7 +288,7 @@ def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) 
     return _dp_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
 
 
-def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums, slowest: float | None = None) -> float:
     if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
         return 0.0
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
@@ -296,7 +300,10 @@ def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
     if cfg.zero:
         total += cfg.param_bytes * (_slope(dense_ag) * dense + _slope(expert_ag) * expert)
         total -= v.fwd_s if cfg.overlap_param_gather else 0.0
-    total -= (cfg.pp - 1) * (v.fwd_s + v.bwd_s) / cfg.vpp
+    slack = (cfg.pp - 1) * (v.fwd_s + v.bwd_s) / cfg.vpp
+    if slowest is not None and cfg.num_microbatches - 1.0 / bubble_divisor(cfg) >= (cfg.pp - 1) / (2.0 * cfg.vpp):
+        slack = min(slack, slowest * cfg.pp * (cfg.pp - 1) / (2.0 * cfg.vpp))
+    total -= slack
     return max(0.0, total / cfg.pp)
 
 

@@ -144,3 +144,23 @@ def test_the_pressure_floor_sees_the_recomputation_memory_forces(hbm: float) -> 
     time_only = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
     floor = pressure_floor_s(table, cfg, {})
     assert time_only * 1.05 < floor <= best * (1 + REL) and floor > 0.9 * best
+
+
+@pytest.mark.parametrize(("network_gbps", "microbatches"), [(0.5, 4), (0.5, 8), (2.0, 4)])
+def test_the_data_parallel_floor_at_the_slowest_rank_floor_holds(network_gbps: float, microbatches: int) -> None:
+    """Gradient reduction over a slow network, four pipeline ranks: the slack of the later ranks is
+    capped by the slowest rank's time (term 5 taken at term 1's floor), which raises the floor above
+    the plain (p − 1)/v one and keeps the bound under every split and recomputation."""
+    from search.bounds import _dp_floor, view_sums
+    from costmodel.step import local_config
+
+    spec, hw = model(8), cluster(1)
+    hw = hw.model_copy(update={"network_bandwidth_gbps": network_gbps, "gpu": hw.gpu.model_copy(update={"hbm_gib": 40.0})})
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=4, dp=2, micro_batch=1, global_batch=2 * microbatches, seq_len=512)
+    best = min(estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "recompute": mode})).step_time_s
+               for sizes in _compositions(len(spec.layers), 4) for mode in ("none", "selective", "full"))
+    v = view_sums(table, local_config(table, cfg, "none"))
+    slowest = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
+    assert _dp_floor(table, cfg, v, slowest) > _dp_floor(table, cfg, v)
+    assert bound_s(table, cfg, {}) <= best * (1 + REL)
