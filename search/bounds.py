@@ -35,7 +35,8 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    (each rank's forward and backward being at most the slowest rank's time M) to at most
    M·p(p − 1)/(2v). The second depends on M, which term 1 bounds from below by M₀: the step is at
    least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
-   is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``).
+   is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``). The
+   first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it.
 Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
 keeps the bound below every step.
 
@@ -61,6 +62,7 @@ from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
 from costmodel.table import CostTable
+from search.exposure import first_rank_floor_s
 from search.pressure import pressure_floor_s
 from search.types import SearchRequest
 
@@ -134,10 +136,13 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pre
     slowest = pressure_floor_s(table, cfg, memo, slowest) if pressure else slowest
     if slowest == math.inf:  # no configuration of the option fits (and 0·inf would be nan at m = 1)
         return math.inf
-    pipeline = (cfg.num_microbatches - 1.0 / d) * slowest + v.total_s / d
+    if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
+        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m))
+    else:
+        core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
-    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v, slowest)
-    return pipeline + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
+    return core + v.total_s / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
 QUICK_MARGIN = 1e-12

@@ -150,7 +150,8 @@ def test_the_pressure_floor_sees_the_recomputation_memory_forces(hbm: float) -> 
 def test_the_data_parallel_floor_at_the_slowest_rank_floor_holds(network_gbps: float, microbatches: int) -> None:
     """Gradient reduction over a slow network, four pipeline ranks: the slack of the later ranks is
     capped by the slowest rank's time (term 5 taken at term 1's floor), which raises the floor above
-    the plain (p − 1)/v one and keeps the bound under every split and recomputation."""
+    the plain (p − 1)/v one, and the first rank, which has no slack, raises it again; the bound stays
+    under every split and recomputation."""
     from search.bounds import _dp_floor, view_sums
     from costmodel.step import local_config
 
@@ -163,4 +164,5 @@ def test_the_data_parallel_floor_at_the_slowest_rank_floor_holds(network_gbps: f
     v = view_sums(table, local_config(table, cfg, "none"))
     slowest = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
     assert _dp_floor(table, cfg, v, slowest) > _dp_floor(table, cfg, v)
-    assert bound_s(table, cfg, {}) <= best * (1 + REL)
+    # the first rank's exposure (search.exposure) raises the bound further; it stays under every step
+    assert bound_s(table, cfg, {}, pressure=False) < bound_s(table, cfg, {}) <= best * (1 + REL)
