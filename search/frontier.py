@@ -23,8 +23,10 @@ from costmodel.table import CostTable
 from search.bounds import bound_s, memory_bound_gib, quick_bound_s
 from search.space import Option
 
-CHECK_EVERY = 256
+CHECK_EVERY = 16
 """Options given their quick bound between two looks at the clock."""
+SEED_POOL = 8
+"""Lowest keys looked at per seed wanted (:meth:`Frontier.seeds`)."""
 QUICK, NO_PRESSURE, FULL = 0, 1, 2
 """How far an option's key has got: quick bound, full bound but the memory-pressure floor, full bound."""
 
@@ -72,6 +74,18 @@ class Frontier:
             else:
                 heapq.heappush(heap, (bound_s(self.table, self.every[i], self.memo), i, FULL))
         return None
+
+    def seeds(self, count: int) -> list[tuple[float, int, Option]]:
+        """Up to ``count`` options, left in the queue, with their keys (lower bounds): of the
+        ``SEED_POOL``·count lowest keys, those whose memory bound fits, by their bound without the
+        memory-pressure floor. A time-limited search evaluates them first, for an early incumbent."""
+        capacity, ranked = self.table.cluster.gpu.hbm_gib, []
+        for key, i, _ in heapq.nsmallest(SEED_POOL * count, self._heap):
+            if i not in self.memory:
+                self.memory[i] = memory_bound_gib(self.table, self.every[i], self.memo)
+            if self.memory[i] <= capacity:
+                ranked.append((bound_s(self.table, self.every[i], self.memo, pressure=False), key, i))
+        return [(key, i, self.every[i]) for _, key, i in sorted(ranked)[:count]]
 
     def take(self) -> None:
         """Remove the front (after :meth:`peek`)."""
