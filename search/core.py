@@ -67,10 +67,10 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     frontier = Frontier(table, every, memo, floor, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
     pool = Pool(req.top_k)
     timed_out, evaluated, opened = not frontier.complete, 0, []
-    seeded = set()
+    seeded: dict[int, int] = {}  # option index -> its place in opened
     for bound, i, option in frontier.seeds(SEEDS) if deadline else ():  # an early incumbent for an anytime search
+        seeded[i] = len(opened)
         opened.append(_open(table, req, pool, bound, option))
-        seeded.add(i)
     while (front := frontier.peek(deadline)) is not None:
         bound, i, option = front
         if pool.cutoff_s() <= bound:
@@ -79,7 +79,9 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
             timed_out = True
             break
         frontier.take()
-        if i not in seeded:
+        if i in seeded:  # evaluated already: keep its full bound, tighter than the seed's key
+            opened[seeded[i]] = (bound,) + opened[seeded[i]][1:]
+        else:
             opened.append(_open(table, req, pool, bound, option))
         if progress:
             progress(len(opened), len(every))
