@@ -5,7 +5,8 @@ less the backward and forward they hide behind, less the rank's pipeline slack r
 backward)/v; the step pays the largest. Rank 0 has no slack, so the step pays at least its
 E_0 ≥ red_0 + gather_0 − steps·bwd_0 − [ZeRO ≥ 1]·fwd_0 (max(a, b) ≥ b), with red_0 and gather_0 at
 least the cheapest protocol's seconds per byte times rank 0's gradient and parameter bytes (as
-``search.bounds`` term 5): a sum over rank 0's layers of c_g = α·params_g − steps·bwd_g − [ZeRO ≥ 1]·fwd_g.
+``search.bounds`` term 5): a sum over rank 0's layers of c_g = α·params_g − steps·bwd_g − [ZeRO ≥ 1]·fwd_g,
+with the forward and backward at their largest over the recomputation modes the layer may take.
 Rank 0 holds k blocks (the most common layer group), the first layer (every split puts it there),
 and perhaps other layers, which add at least min(0, c_g) each; the last layer is on rank pp − 1.
 
@@ -23,7 +24,7 @@ import math
 from collections.abc import Callable
 
 from costmodel.specs import ParallelConfig
-from costmodel.step import _dp_coefficients
+from costmodel.step import _dp_coefficients, local_config
 from costmodel.table import CostTable
 
 
@@ -56,10 +57,12 @@ def _contributions(table: CostTable, cfg: ParallelConfig, view: object) -> list[
     steps = 1 if cfg.zero < 2 else cfg.num_microbatches
     alpha_dense = steps * cfg.grad_reduce_bytes * _slope(dense_red) + (cfg.param_bytes * _slope(dense_ag) if cfg.zero else 0.0)
     alpha_expert = steps * cfg.grad_reduce_bytes * _slope(expert_red) + (cfg.param_bytes * _slope(expert_ag) if cfg.zero else 0.0)
+    views = [view] + [local_config(table, cfg, mode) for mode in ("selective", "full")]
     out = []
     for g in range(len(table.groups)):
         c = table.cost(g, view)  # type: ignore[arg-type]
-        hidden = steps * c.bwd_s + (c.fwd_s if cfg.zero else 0.0)
+        # what hides the collectives, at its largest over the recomputation modes a layer may take
+        hidden = max(steps * x.bwd_s + (x.fwd_s if cfg.zero else 0.0) for x in (table.cost(g, v) for v in views))  # type: ignore[arg-type]
         out.append(alpha_dense * (c.params - c.expert_params) + alpha_expert * c.expert_params - hidden)
     return out
 
