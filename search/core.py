@@ -41,8 +41,9 @@ and assembling the result, so that the whole call stays within the limit."""
 BOUNDS_SHARE = 0.6
 """Share of ``--time-limit`` the quick bounds of every option may take before options are evaluated."""
 SEEDS = 8
-"""Options a time-limited search evaluates before the best-first order (lowest quick bounds that fit
-in memory), so that a short limit still returns a plan."""
+"""Options a time-limited search evaluates before the best-first order (``Frontier.seeds``: sampled
+across the space and from the lowest quick bounds, those that fit in memory), so that a short limit
+still returns a plan."""
 REFINE_WORK_LIMIT = 30_000
 """Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
 the same inputs give the same plan; a time limit refines until it expires instead)."""

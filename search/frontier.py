@@ -76,11 +76,16 @@ class Frontier:
         return None
 
     def seeds(self, count: int) -> list[tuple[float, int, Option]]:
-        """Up to ``count`` options, left in the queue, with their keys (lower bounds): of the
-        ``SEED_POOL``·count lowest keys, those whose memory bound fits, by their bound without the
-        memory-pressure floor. A time-limited search evaluates them first, for an early incumbent."""
+        """Up to ``count`` options, left in the queue, with their keys (lower bounds): of an even
+        sample of ``SEED_POOL``·count options across the space and as many lowest keys, those whose
+        memory bound fits, by their bound without the memory-pressure floor. A time-limited search
+        evaluates them first, for an early incumbent."""
         capacity, ranked = self.table.cluster.gpu.hbm_gib, []
-        for key, i, _ in heapq.nsmallest(SEED_POOL * count, self._heap):
+        keys = {i: key for key, i, _ in self._heap}
+        step = max(1, len(self.every) // (SEED_POOL * count))
+        sample = [(keys[i], i) for i in range(0, len(self.every), step) if i in keys]
+        lowest = [(key, i) for key, i, _ in heapq.nsmallest(SEED_POOL * count, self._heap)]
+        for key, i in dict.fromkeys(sample + lowest):
             if i not in self.memory:
                 self.memory[i] = memory_bound_gib(self.table, self.every[i], self.memo)
             if self.memory[i] <= capacity:
