@@ -1,7 +1,8 @@
 """Lower bounds on a base option's step time over every stage split and recomputation.
 
 Each bound below never exceeds the cost model's step time (``costmodel.step.estimate_step``) of any
-configuration of the option's shape, whatever its split and recomputation; ``tests/search/
+configuration of the option's shape that fits in memory, whatever its split and recomputation (all
+but the memory-pressure floor hold for configurations that do not fit too); ``tests/search/
 test_bounds.py`` checks each against the exhaustive solver on small cases.
 
 1. Pipeline (``costmodel.pipeline``): the step's pipelined part is m·M + (S − M)/d with M the slowest
@@ -13,8 +14,10 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    feasibility test, which is exact for contiguous cuts: Bokhari 1988), and M ≥ the least makespan of
    the layers as indivisible jobs on p machines, whatever their order (every split assigns each
    layer to one rank; computed exactly when all but at most ``MAX_EXTRA_LAYERS`` layers are identical:
-   the few others are placed in every way, the identical ones fill what is left). So the part is at
-   least (m − 1/d)·max(S/p, B*, makespan) + S/d.
+   the few others are placed in every way, the identical ones fill what is left), and M ≥ the
+   memory-pressure floor of ``search.pressure`` (for configurations that fit: the recomputation, or
+   the lopsided split, that the in-flight activations force). So the part is at least
+   (m − 1/d)·max(S/p, B*, makespan, pressure) + S/d.
 2. Optimizer (``costmodel.step._optimizer_time``): Adam over each GPU's shard is affine in the rank's
    parameters and the step waits for the slowest rank, whose time is at least the time at the mean
    parameters over the p ranks (every layer lives on one rank), plus the fixed per-step and host costs.
@@ -28,7 +31,12 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    the mean over the p ranks, and at least 0. Each collective costs at least its cheapest protocol's
    seconds per byte times the bytes (NCCL's cost is a minimum of affine terms with non-negative
    latency), so the ranks' reductions sum to at least that slope times all the layers' gradients;
-   the slack of the ranks sums to at most (p − 1)/v times all the layers' forward and backward.
+   the slack of the ranks sums to at most (p − 1)/v times all the layers' forward and backward, and
+   (each rank's forward and backward being at most the slowest rank's time M) to at most
+   M·p(p − 1)/(2v). The second depends on M, which term 1 bounds from below by M₀: the step is at
+   least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
+   is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``). The
+   first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it.
 Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
 keeps the bound below every step.
 
@@ -54,6 +62,8 @@ from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
 from costmodel.table import CostTable
+from search.exposure import first_rank_floor_s
+from search.pressure import pressure_floor_s
 from search.types import SearchRequest
 
 
@@ -114,18 +124,25 @@ def fastest_sum_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = Non
     return view_sums(table, local_config(table, cfg, "none"), memo).total_s
 
 
-def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pressure: bool = True) -> float:
     """A lower bound on the step time of ``cfg`` over every split and recomputation: the sum of the
     module docstring's terms 1-5 (``memo``, a dict the caller owns, caches what options with the
-    same local view share)."""
+    same local view share). ``pressure=False`` leaves out the memory-pressure floor of term 1 (the
+    costliest part), for a bound that is cheaper and never higher."""
     view = local_config(table, cfg, "none")
     v = view_sums(table, view, memo)
     d = bubble_divisor(cfg)
     slowest = max(_bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo), _makespan(v, cfg.pp, view, memo))
-    pipeline = (cfg.num_microbatches - 1.0 / d) * slowest + v.total_s / d
+    slowest = pressure_floor_s(table, cfg, memo, slowest) if pressure else slowest
+    if slowest == math.inf:  # no configuration of the option fits (and 0·inf would be nan at m = 1)
+        return math.inf
+    if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
+        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m))
+    else:
+        core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
-    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v) + _dp_floor(table, cfg, v)
-    return pipeline + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
+    return core + v.total_s / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
 QUICK_MARGIN = 1e-12
@@ -276,7 +293,7 @@ def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) 
     return _dp_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
 
 
-def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums, slowest: float | None = None) -> float:
     if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
         return 0.0
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
@@ -288,7 +305,10 @@ def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
     if cfg.zero:
         total += cfg.param_bytes * (_slope(dense_ag) * dense + _slope(expert_ag) * expert)
         total -= v.fwd_s if cfg.overlap_param_gather else 0.0
-    total -= (cfg.pp - 1) * (v.fwd_s + v.bwd_s) / cfg.vpp
+    slack = (cfg.pp - 1) * (v.fwd_s + v.bwd_s) / cfg.vpp
+    if slowest is not None and cfg.num_microbatches - 1.0 / bubble_divisor(cfg) >= (cfg.pp - 1) / (2.0 * cfg.vpp):
+        slack = min(slack, slowest * cfg.pp * (cfg.pp - 1) / (2.0 * cfg.vpp))
+    total -= slack
     return max(0.0, total / cfg.pp)
 
 

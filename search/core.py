@@ -40,6 +40,10 @@ DEADLINE_SHARE = 0.92
 and assembling the result, so that the whole call stays within the limit."""
 BOUNDS_SHARE = 0.6
 """Share of ``--time-limit`` the quick bounds of every option may take before options are evaluated."""
+SEEDS = 8
+"""Options a time-limited search evaluates before the best-first order (``Frontier.seeds``: sampled
+across the space and from the lowest quick bounds, those that fit in memory), so that a short limit
+still returns a plan."""
 REFINE_WORK_LIMIT = 30_000
 """Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
 the same inputs give the same plan; a time limit refines until it expires instead)."""
@@ -64,35 +68,53 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     frontier = Frontier(table, every, memo, floor, start + BOUNDS_SHARE * req.time_limit_s if req.time_limit_s else None)
     pool = Pool(req.top_k)
     timed_out, evaluated, opened = not frontier.complete, 0, []
+    seeded: dict[int, int] = {}  # option index -> its place in opened
+    for bound, i, option in frontier.seeds(SEEDS) if deadline else ():  # an early incumbent for an anytime search
+        seeded[i] = len(opened)
+        opened.append(_open(table, req, pool, bound, option))
     while (front := frontier.peek(deadline)) is not None:
-        bound, _, option = front
+        bound, i, option = front
         if pool.cutoff_s() <= bound:
             break
         if deadline and time.perf_counter() > deadline:
             timed_out = True
             break
         frontier.take()
-        base = option.to_config()
-        uniform = math.inf
-        for mode in recompute_modes(req.constraints, rules_for(req.target).recompute_modes):
-            cfg = base.model_copy(update={"recompute": mode})
-            cand = Candidate(cfg, estimate_step(table, cfg))
-            pool.add(cand)
-            evaluated += 1
-            if cand.fits:
-                uniform = min(uniform, cand.step_time_s)
-        opened.append((bound, base, uniform))
+        if i in seeded:  # evaluated already: keep its full bound, tighter than the seed's key
+            opened[seeded[i]] = (bound,) + opened[seeded[i]][1:]
+        else:
+            opened.append(_open(table, req, pool, bound, option))
         if progress:
             progress(len(opened), len(every))
+    evaluated = len(opened) * len(_modes(req))
     open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
     unexplored = frontier.lowest_s()
     if pool.best() is None:
         evaluated += _nearest_misses(table, pool, every, frontier.memory_order(),
-                                     recompute_modes(req.constraints, rules_for(req.target).recompute_modes)[-1])
+                                     _modes(req)[-1])
     pruned = len(every) - len(opened)
     hints = _unsatisfiable(model, cluster, req) if not every and req.constraints else ()
     return _result(pool, req, evaluated + refined, pruned, open_bounds + ([] if unexplored is None else [unexplored]), timed_out, start, hints)
+
+
+def _open(table: CostTable, req: SearchRequest, pool: Pool, bound: float, option: Option) -> tuple[float, ParallelConfig, float]:
+    """Evaluate ``option`` under each uniform recomputation the request allows; (its bound, its
+    configuration, its fastest fitting uniform step)."""
+    base = option.to_config()
+    uniform = math.inf
+    for mode in _modes(req):
+        cfg = base.model_copy(update={"recompute": mode})
+        cand = Candidate(cfg, estimate_step(table, cfg))
+        pool.add(cand)
+        if cand.fits:
+            uniform = min(uniform, cand.step_time_s)
+    return bound, base, uniform
+
+
+def _modes(req: SearchRequest) -> tuple[str, ...]:
+    """The uniform recomputation modes the request's constraints and its target's engine allow."""
+    return recompute_modes(req.constraints, rules_for(req.target).recompute_modes)
 
 
 def _unsatisfiable(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> tuple[str, ...]:

@@ -1,6 +1,7 @@
 """The search's lower bounds against the exhaustive solver: for every base option of small spaces, the
 bound never exceeds the fastest step of any configuration of that option's shape (every split and
-recomputation, fitting or not), and the tightened bound is at least the plain S/p one."""
+recomputation, fitting or not; with the memory-pressure floor, of those that fit), and the tightened
+bound is at least the plain S/p one."""
 
 from __future__ import annotations
 
@@ -52,21 +53,28 @@ def test_bound_never_exceeds_the_fastest_configuration_of_its_shape(case: tuple)
     req = SearchRequest(gpus=gpus, global_batch=batch, seq_len=seq, target=target, max_vpp=2)
     table = build_cost_table(spec, hw)
     fastest: dict[tuple, float] = defaultdict(lambda: float("inf"))
+    fastest_fitting: dict[tuple, float] = defaultdict(lambda: float("inf"))
     base: dict[tuple, object] = {}
     for cfg in configurations(spec, hw, req):
-        key = _shape(cfg)
-        fastest[key] = min(fastest[key], estimate_step(table, cfg).step_time_s)
+        key, step = _shape(cfg), estimate_step(table, cfg)
+        fastest[key] = min(fastest[key], step.step_time_s)
+        if step.fits:
+            fastest_fitting[key] = min(fastest_fitting[key], step.step_time_s)
         base.setdefault(key, cfg.model_copy(update={"stage_layers": None, "layer_recompute": None, "recompute": "none"}))
     assert len(base) > 20
-    tighter = 0
+    tighter = pressed = 0
     for key, cfg in base.items():
-        bound = bound_s(table, cfg, {})
+        bound = bound_s(table, cfg, {}, pressure=False)
         assert bound <= fastest[key] * (1 + REL), (key, bound, fastest[key])
+        pressured = bound_s(table, cfg, {})  # the memory-pressure floor holds for what fits (inf: nothing does)
+        assert bound <= pressured <= fastest_fitting[key] * (1 + REL), (key, pressured, fastest_fitting[key])
+        pressed += pressured > bound * (1 + 1e-6)
         total, d = fastest_sum_s(table, cfg), bubble_divisor(cfg)
         plain = (cfg.num_microbatches - 1 / d) * total / cfg.pp + total / d + hw.efficiency.step_fixed_s + straggler_time(gpus, per_node)
         assert bound >= plain * (1 - REL)
         tighter += bound > plain * (1 + 1e-6)
     assert tighter > len(base) // 2  # the new terms bite on most shapes
+    assert pressed > 0, "memory pressure binds on some shapes of every case"
 
 
 def test_each_term_is_a_floor_of_its_part_of_the_step() -> None:
@@ -112,3 +120,49 @@ def test_the_makespan_floor_sees_the_head_on_an_interleaved_rank() -> None:
         "stage_layers": sizes, "layer_recompute": None, "recompute": "none"})).ranks.types)
         for sizes in _compositions(len(spec.layers), 8))
     assert total / 4 < floor <= best * (1 + REL)  # above the plain S/p, never above the best split
+
+
+@pytest.mark.parametrize("hbm", [1.11, 1.12])
+def test_the_pressure_floor_sees_the_recomputation_memory_forces(hbm: float) -> None:
+    """Memory tight enough that the first of two ranks cannot keep every activation: the best split
+    and per-layer recomputation that fit have a slowest rank well above the time-only floors; the
+    pressure floor lies between those floors and it."""
+    import itertools
+
+    from search.pressure import pressure_floor_s
+
+    spec, hw = model(4), cluster(2)
+    hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm})})
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=2, dp=1, micro_batch=2, global_batch=16, seq_len=2048)
+    best = float("inf")
+    for sizes in _compositions(len(spec.layers), 2):
+        for modes in itertools.product(("none", "selective", "full"), repeat=4):
+            step = estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "layer_recompute": ("none", *modes, "none", "none")}))
+            if step.fits:
+                best = min(best, max(step.rank_time_s))
+    time_only = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
+    floor = pressure_floor_s(table, cfg, {})
+    assert time_only * 1.05 < floor <= best * (1 + REL) and floor > 0.9 * best
+
+
+@pytest.mark.parametrize(("network_gbps", "microbatches"), [(0.5, 4), (0.5, 8), (2.0, 4)])
+def test_the_data_parallel_floor_at_the_slowest_rank_floor_holds(network_gbps: float, microbatches: int) -> None:
+    """Gradient reduction over a slow network, four pipeline ranks: the slack of the later ranks is
+    capped by the slowest rank's time (term 5 taken at term 1's floor), which raises the floor above
+    the plain (p − 1)/v one, and the first rank, which has no slack, raises it again; the bound stays
+    under every split and recomputation."""
+    from search.bounds import _dp_floor, view_sums
+    from costmodel.step import local_config
+
+    spec, hw = model(8), cluster(1)
+    hw = hw.model_copy(update={"network_bandwidth_gbps": network_gbps, "gpu": hw.gpu.model_copy(update={"hbm_gib": 40.0})})
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=4, dp=2, micro_batch=1, global_batch=2 * microbatches, seq_len=512)
+    best = min(estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "recompute": mode})).step_time_s
+               for sizes in _compositions(len(spec.layers), 4) for mode in ("none", "selective", "full"))
+    v = view_sums(table, local_config(table, cfg, "none"))
+    slowest = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
+    assert _dp_floor(table, cfg, v, slowest) > _dp_floor(table, cfg, v)
+    # the first rank's exposure (search.exposure) raises the bound further; it stays under every step
+    assert bound_s(table, cfg, {}, pressure=False) < bound_s(table, cfg, {}) <= best * (1 + REL)

@@ -1,0 +1,72 @@
+"""A floor on the pipeline and the exposed gradient reduction together, from the first pipeline rank.
+
+``costmodel.step._data_parallel_comm`` exposes, for each rank, its reduction and parameter gather
+less the backward and forward they hide behind, less the rank's pipeline slack r·(forward +
+backward)/v; the step pays the largest. Rank 0 has no slack, so the step pays at least its
+E_0 ≥ red_0 + gather_0 − steps·bwd_0 − [ZeRO ≥ 1]·fwd_0 (max(a, b) ≥ b), with red_0 and gather_0 at
+least the cheapest protocol's seconds per byte times rank 0's gradient and parameter bytes (as
+``search.bounds`` term 5): a sum over rank 0's layers of c_g = α·params_g − steps·bwd_g − [ZeRO ≥ 1]·fwd_g,
+with the forward and backward at their largest over the recomputation modes the layer may take.
+Rank 0 holds k blocks (the most common layer group), the first layer (every split puts it there),
+and perhaps other layers, which add at least min(0, c_g) each; the last layer is on rank pp − 1.
+
+Fewer blocks on rank 0 lower E_0 but load the other pp − 1 ranks, whose slowest holds at least
+their mean, M_k = max(M₀, ((n − k)·t_block + t_last)/(pp − 1)), with M₀ the floor of term 1. For
+every k the step is at least (m − 1/d)·M + max(D(M), E_0(k)) at any M ≥ M_k, D being term 5 at M,
+and that grows with M (``search.bounds`` term 5's slope condition), so it is at least its value at
+M_k; the floor is the least of these over k = 0..n. Each is at least (m − 1/d)·M₀ + D(M₀), terms 1
+and 5 as before, so it never lowers the bound.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+from costmodel.specs import ParallelConfig
+from costmodel.step import _dp_coefficients, local_config
+from costmodel.table import CostTable
+
+
+def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, group_times: tuple[float, ...], slowest: float,
+                       d: float, dp_at: Callable[[float], float]) -> float:
+    """min over k of (m − 1/d)·M_k + max(D(M_k), E_0(k)) (module docstring); ``dp_at(M)`` is D(M),
+    ``group_times`` the fastest per-micro-batch time of one layer of each group."""
+    pipelined = cfg.num_microbatches - 1.0 / d
+    plain = pipelined * slowest + dp_at(slowest)
+    if cfg.pp == 1 or cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+        return plain
+    groups = [int(g) for g in table.layer_group]
+    counts = [groups.count(g) for g in range(len(table.groups))]
+    main = max(range(len(counts)), key=lambda g: (counts[g], -g))
+    n, last = counts[main], len(groups) - 1
+    cost = _contributions(table, cfg, view)
+    fixed = cost[groups[0]] if groups[0] != main else 0.0
+    fixed += sum(min(0.0, cost[g]) for i, g in enumerate(groups) if g != main and 0 < i < last)
+    t_last = group_times[groups[last]] if groups[last] != main else 0.0
+    best = math.inf
+    for k in range(n + 1):
+        limit = max(slowest, ((n - k) * group_times[main] + t_last) / (cfg.pp - 1))
+        best = min(best, pipelined * limit + max(dp_at(limit), k * cost[main] + fixed))
+    return best
+
+
+def _contributions(table: CostTable, cfg: ParallelConfig, view: object) -> list[float]:
+    """c_g of one layer of each group (module docstring)."""
+    (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
+    steps = 1 if cfg.zero < 2 else cfg.num_microbatches
+    alpha_dense = steps * cfg.grad_reduce_bytes * _slope(dense_red) + (cfg.param_bytes * _slope(dense_ag) if cfg.zero else 0.0)
+    alpha_expert = steps * cfg.grad_reduce_bytes * _slope(expert_red) + (cfg.param_bytes * _slope(expert_ag) if cfg.zero else 0.0)
+    views = [view] + [local_config(table, cfg, mode) for mode in ("selective", "full")]
+    out = []
+    for g in range(len(table.groups)):
+        c = table.cost(g, view)  # type: ignore[arg-type]
+        # what hides the collectives, at its largest over the recomputation modes a layer may take
+        hidden = max(steps * x.bwd_s + (x.fwd_s if cfg.zero else 0.0) for x in (table.cost(g, v) for v in views))  # type: ignore[arg-type]
+        out.append(alpha_dense * (c.params - c.expert_params) + alpha_expert * c.expert_params - hidden)
+    return out
+
+
+def _slope(cost: object) -> float:
+    """The least seconds per byte of a collective's protocols (0 for a group of one)."""
+    return min((per_byte for _, per_byte in cost.terms), default=0.0)  # type: ignore[attr-defined]

@@ -1,0 +1,185 @@
+"""A floor on the slowest pipeline rank when memory forces recomputation.
+
+The other floors of ``search.bounds`` price every layer at its time without recomputation. When the
+activations of the in-flight micro-batches do not fit, some layers must be recomputed (or the split
+must move layers off the ranks that hold the most micro-batches, which slows the ranks that take
+them); this floor sees both.
+
+Take the most common layer group (the model's block; every other layer is left out, which only
+lightens the ranks, except the first and the last layer, which every split puts on rank 0 and on rank
+pp − 1: the first opens chunk 0, the last closes chunk pp·vpp − 1) and its three recomputation modes
+i with per-micro-batch time t_i (forward, backward, recomputation, exposed and slowed-down hidden
+communication: ``RankSums.time_s``), stored activations a_i and transient bytes w_i. A pipeline rank r
+that holds k ≥ 1 blocks in a mix q of modes (any split and any per-layer recomputation is such a k
+and q, with k a whole number) fits only if k·(P + 1.05·f_r·a(q)) ≤ μ_r, the rest of
+``costmodel.step.rank_memory`` being non-negative: P the block's parameter, gradient and optimizer
+bytes as the option shards them (``model_state_bytes``), f_r the micro-batches the rank holds at its
+peak (``costmodel.memory.in_flight_microbatches``), 1.05 the allocator slack on activations and
+transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, the
+pinned layers' states and f_r times their least activations, and 1.05 times the largest least
+transient of the rank's layers; its time is k·t(q) plus the pinned layers' least time c_r. Each
+pinned layer takes its cheapest mode for time and for memory separately (a relaxation). The least M
+such that ranks of time at most M can hold all n blocks is a
+floor on the slowest rank of every fitting configuration:
+
+- rank r holds at most K_r(M) = 1/z* blocks in a real mix, z* = min over mixes q of
+  max(t(q)/(M − c_r), m_r(q)/μ_r) with m_r(q) = P + 1.05·f_r·a(q): a linear program over the
+  simplex, whose optimum lies at a mode or where the two ratios cross on an edge between two modes (a
+  basic solution has at most two modes). It holds a whole number k_r ≤ ⌊K_r(M)⌋ of blocks, each in
+  one mode: k_r(M) is the largest count some whole number of blocks per mode fits (checked exactly:
+  for each count of the first mode the second mode's count lies in an interval);
+- Σ_r k_r(M) grows with M; bisection keeps M below the least M with Σ_r k_r(M) ≥ n
+  (``BISECTIONS`` steps), and no M fits when even unbounded time leaves Σ_r k_r < n, or when a
+  rank's pinned layers alone overflow it (then no configuration of the option fits: the floor is
+  infinite).
+"""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
+from costmodel.specs import ParallelConfig
+from costmodel.step import FRAGMENTATION, FSDP2_STATE_BYTES, _terms, local_config, view_key
+from costmodel.table import CostTable
+
+BISECTIONS = 24
+"""Bisection steps on M between the caller's floor and n times the slowest mode (within about
+n·t/1.7e7, far below the gaps reported)."""
+MODES = ("none", "selective", "full")
+
+
+def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0) -> float:
+    """The module docstring's floor on the slowest rank's micro-batch time, or ``known_s`` (a floor
+    the caller has already) when that is higher; ``inf`` when no configuration of the option fits."""
+    counts = _counts(table)
+    main = max(range(len(counts)), key=lambda g: (counts[g], -g))
+    n = counts[main]
+    times, acts, works, state = _block(table, cfg, main, memo)
+    room = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
+    slack = 1 + FRAGMENTATION
+    ranks: dict[tuple[float, float, float], int] = {}
+    for rank in range(cfg.pp):
+        f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
+        f = min(f, 1.0) if cfg.offload_activations else f
+        fixed_s, fixed_bytes, pinned_work = 0.0, 0.0, 0.0
+        for layer in _pinned(table, cfg.pp, rank, main):
+            l_times, l_acts, l_works, l_state = _block(table, cfg, int(table.layer_group[layer]), memo)
+            fixed_s += min(l_times)
+            fixed_bytes += l_state + slack * f * min(l_acts)
+            pinned_work = max(pinned_work, min(l_works))
+        if fixed_bytes + slack * pinned_work > room:
+            return math.inf  # the layers this rank must hold do not fit on it
+        key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)))
+        ranks[key] = ranks.get(key, 0) + 1
+    points = {key: [(t, state + slack * key[0] * a) for t, a in zip(times, acts)] for key in ranks}
+
+    def held(limit_s: float) -> float:
+        return sum(count * _whole_blocks(points[key], limit_s - key[1], key[2], n) for key, count in ranks.items())
+
+    lo, hi = known_s, n * max(times) + max(key[1] for key in ranks)
+    if held(hi) < n:
+        return math.inf
+    if lo >= hi or held(lo) >= n:  # memory does not bind beyond what the caller knows
+        return max(lo, 0.0)
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2
+        if held(mid) >= n:
+            hi = mid
+        else:
+            lo = mid
+    return lo
+
+
+def _pinned(table: CostTable, pp: int, rank: int, main: int) -> list[int]:
+    """Layers outside the main group that ``rank`` holds in every split: the first layer opens
+    chunk 0 (rank 0), the last closes chunk pp·vpp − 1 (rank pp − 1)."""
+    last = len(table.layer_group) - 1
+    out = [0] if rank == 0 and table.layer_group[0] != main else []
+    if rank == pp - 1 and last > 0 and table.layer_group[last] != main:
+        out.append(last)
+    return out
+
+
+def _counts(table: CostTable) -> list[int]:
+    counts = [0] * len(table.groups)
+    for g in table.layer_group:
+        counts[int(g)] += 1
+    return counts
+
+
+def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None) -> tuple[list[float], list[float], list[float], float]:
+    """(time, stored activation bytes, transient bytes, each per mode; state bytes) of one layer of
+    ``group`` under ``cfg``."""
+    key = ("pressure", group, view_key(cfg, "none"), cfg.dp, cfg.cp, cfg.zero, cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes,
+           cfg.offload_optimizer)
+    if memo is not None and key in memo:
+        return memo[key]
+    slow = table.cluster.efficiency.overlap_slowdown
+    costs = [table.cost(group, local_config(table, cfg, mode)) for mode in MODES]
+    times = [c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs]
+    acts = [c.act_bytes for c in costs]
+    works = [c.work_bytes for c in costs]
+    sizes = FSDP2_STATE_BYTES if _terms(table, cfg).fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
+    base = costs[0]
+    shard = cfg.dp * cfg.cp
+    dense = model_state_bytes(base.params - base.expert_params, shard, cfg.zero, *sizes)
+    expert = model_state_bytes(base.expert_params, max(1, shard // cfg.ep), cfg.zero, *sizes)
+    state = dense[0] + dense[1] + expert[0] + expert[1] + (0.0 if cfg.offload_optimizer else dense[2] + expert[2])
+    out = (times, acts, works, state)
+    if memo is not None:
+        memo[key] = out
+    return out
+
+
+def _most_blocks(points: list[tuple[float, float]], limit_s: float, room: float) -> float:
+    """K = 1/z*: the most blocks (a real number) a rank holds within ``limit_s`` and ``room`` bytes,
+    the blocks' (time, memory) per mode being ``points`` and any mix of modes allowed."""
+    if limit_s <= 0 or room <= 0:
+        return 0.0
+    best = min(max(t / limit_s, m / room) for t, m in points)
+    for (t1, m1), (t2, m2) in ((points[0], points[1]), (points[0], points[2]), (points[1], points[2])):
+        a1, b1, a2, b2 = t1 / limit_s, m1 / room, t2 / limit_s, m2 / room
+        slope = (a2 - a1) - (b2 - b1)
+        if slope != 0.0:
+            lam = (b1 - a1) / slope
+            if 0.0 < lam < 1.0:
+                best = min(best, a1 + lam * (a2 - a1))
+    return 1.0 / best if best > 0 else math.inf
+
+
+TOLERANCE = 1e-9
+"""Relative slack on every comparison of :func:`_whole_blocks`, erring towards "fits" (a floor)."""
+
+
+def _whole_blocks(points: list[tuple[float, float]], limit_s: float, room: float, most: int) -> int:
+    """The most whole blocks (at most ``most``) a rank holds within ``limit_s`` and ``room`` bytes,
+    each block in one mode: down from ⌊K⌋ (:func:`_most_blocks`, the real relaxation) to the first
+    count that some whole number of blocks per mode fits (fewer blocks always fit if more do)."""
+    if limit_s <= 0 or room <= 0:
+        return 0
+    upper = _most_blocks(points, limit_s, room)
+    k = most if upper >= most else math.floor(upper * (1 + TOLERANCE))
+    while k > 0 and not _fits(points, k, limit_s, room):
+        k -= 1
+    return k
+
+
+def _fits(points: list[tuple[float, float]], k: int, limit_s: float, room: float) -> bool:
+    """Whether k blocks fit in whole numbers per mode: for each count c of the first mode, the
+    blocks x in the second mode (the rest in the third) meet two linear constraints, an interval."""
+    (t_a, m_a), (t_b, m_b), (t_c, m_c) = points
+    for c in range(k + 1):
+        rest = k - c
+        lo, hi = 0.0, float(rest)
+        for coef, rhs, scale in ((t_b - t_c, limit_s - c * t_a - rest * t_c, limit_s), (m_b - m_c, room - c * m_a - rest * m_c, room)):
+            rhs += TOLERANCE * scale
+            if coef > 0:
+                hi = min(hi, rhs / coef)
+            elif coef < 0:
+                lo = max(lo, rhs / coef)
+            elif rhs < 0:
+                hi = -1.0
+        if math.ceil(lo - TOLERANCE) <= math.floor(hi + TOLERANCE) and hi >= 0:
+            return True
+    return False
