@@ -1,13 +1,9 @@
 """Models whose blocks differ, for ``bench/search_speed.py`` (issue 14): planned in a fresh process as
-``meshplan plan`` would, from specs built here until presets for them exist.
+``meshplan plan`` would, from specs built here (DeepSeek-V3 is the ``deepseek-v3`` preset now, with
+multi-head latent attention, and ``bench/search_speed.py`` plans it through the CLI).
 
 Usage: python bench/mixed_models.py NAME CLUSTER GPUS GLOBAL_BATCH SEQ_LEN OUT_JSON
 
-- ``deepseek-v3``: DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437 table/§4.2 and its config.json):
-  61 blocks, the first 3 dense (SwiGLU 18,432), then 58 MoE blocks of 256 routed experts (top-8,
-  expert width 2,048) and one shared expert (2,048); hidden 7,168, 128 heads, vocabulary 129,280.
-  Multi-head latent attention is modelled as 128-head MHA of head width 128 (its KV compression
-  saves activation memory the cost model does not credit).
 - ``alternating-moe-12``: a Qwen2-MoE-style model of 12 blocks alternating dense (SwiGLU 5,632) and
   MoE (60 experts, top-4, width 1,408, shared expert 5,632) blocks; hidden 2,048, 16 heads,
   vocabulary 151,936 (Qwen1.5-MoE-A2.7B's widths, config.json of Qwen/Qwen1.5-MoE-A2.7B).
@@ -28,15 +24,6 @@ def _model(name: str, hidden: int, vocab: int, blocks: tuple[TransformerLayer, .
                      + (NormLayer(hidden_size=hidden, norm="rmsnorm"), HeadLayer(vocab_size=vocab, hidden_size=hidden)))
 
 
-def deepseek_v3() -> ModelSpec:
-    """DeepSeek-V3: 3 dense blocks, then 58 MoE blocks with a shared expert."""
-    dense = TransformerLayer(name="dense_block", hidden_size=7168, num_heads=128, num_kv_heads=128, head_dim=128,
-                             ffn_hidden_size=18432, ffn_act="swiglu", norm="rmsnorm")
-    moe = dense.model_copy(update={"name": "moe_block", "ffn_hidden_size": 2048, "num_experts": 256, "moe_top_k": 8,
-                                   "shared_expert_ffn_hidden_size": 2048})
-    return _model("deepseek-v3", 7168, 129280, (dense,) * 3 + (moe,) * 58)
-
-
 def alternating_moe_12() -> ModelSpec:
     """12 blocks alternating dense and MoE (Qwen2-MoE style widths)."""
     dense = TransformerLayer(name="dense_block", hidden_size=2048, num_heads=16, num_kv_heads=16, head_dim=128,
@@ -46,7 +33,7 @@ def alternating_moe_12() -> ModelSpec:
     return _model("alternating-moe-12", 2048, 151936, tuple(moe if i % 2 else dense for i in range(12)))
 
 
-BUILDERS = {"deepseek-v3": deepseek_v3, "alternating-moe-12": alternating_moe_12}
+BUILDERS = {"alternating-moe-12": alternating_moe_12}
 
 
 def main(argv: list[str]) -> int:
