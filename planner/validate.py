@@ -204,8 +204,11 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
     """What ``target`` cannot express (ecosystem-notes B1-B3, B6). megatron: one recompute mode for
     every layer, or full recomputation of the first N layers of every chunk; 1f1b or interleaved.
     deepspeed: ZeRO <= 1 with pp > 1, the default split, one recompute mode, no cp, 1f1b.
-    torchtitan: ZeRO 0 or 3 (FSDP2), one recompute mode, no zb-h1. native: anything."""
+    torchtitan: ZeRO 0 or 3 (FSDP2), one recompute mode, no zb-h1. native: anything. Every plan is
+    estimated on its target's engine (``config.engine``, ``costmodel.engines``)."""
     out = []
+    if cfg.engine != target:
+        out.append(f"config.engine {cfg.engine} is not the plan's target {target}: the estimate must model the engine the plan runs on; re-plan it")
     uniform = len({m for m, x in zip(layer_modes(cfg, model), model.layers) if _recomputable(x)}) <= 1
     if target == "megatron":
         if cfg.pp > 1 and cfg.zero > 1:

@@ -5,7 +5,8 @@ node before anything crosses the network) and divides every block's heads and KV
 splits the sequence into 2·cp chunks; pp is at most the number of blocks; dp = GPUs/(tp·cp·pp) divides
 the global batch; ep divides the experts and dp·cp; sp only with tp > 1; zero 0-3; micro-batch divides
 the per-replica batch; interleaving (vpp > 1) needs pp > 1, blocks divisible by pp·vpp and
-micro-batches divisible by pp. Targets narrow it (``search.targets``), and so do the user's
+micro-batches divisible by pp. Every option runs on the target's engine with its overlap settings
+(``search.targets.engine_fields``). Targets narrow it (``search.targets``), and so do the user's
 constraints (``SearchRequest.constraints``: fixed or bounded degrees, ZeRO stage, micro-batch, SP,
 schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and the micro-batch).
 """
@@ -17,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
-from search.targets import rules_for
+from search.targets import engine_fields, rules_for
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -122,6 +123,9 @@ class Option:
     attention: str
     tp_comm_overlap: bool = False
     precision: str = "bf16"
+    engine: str = "native"
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
     def __getattr__(self, name: str):
         # Every other ParallelConfig field at its default (recompute, byte sizes, overlap flags).
@@ -155,4 +159,5 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
                     overlap = sp and rules.tp_comm_overlap
-                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap, precision)
+                    yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention,
+                                 overlap, precision, **engine_fields(req.target, zero))  # type: ignore[arg-type]
