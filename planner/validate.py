@@ -203,7 +203,7 @@ def _constraints(plan: Plan, model: ModelSpec) -> list[str]:
 def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[str]:
     """What ``target`` cannot express (ecosystem-notes B1-B3, B6). megatron: one recompute mode for
     every layer, or full recomputation of the first N layers of every chunk; 1f1b or interleaved.
-    deepspeed: ZeRO <= 1 with pp > 1, the default split, one recompute mode, no cp, 1f1b.
+    deepspeed: ZeRO <= 1 with pp > 1, the default split, one recompute mode (none or full), no cp, 1f1b.
     torchtitan: ZeRO 0 or 3 (FSDP2), one recompute mode, no zb-h1. native: anything. Every plan is
     estimated on its target's engine (``config.engine``, ``costmodel.engines``)."""
     out = []
@@ -228,6 +228,8 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
             out.append("deepspeed has no Megatron-style sequence parallelism setting (sp)")
         if cfg.schedule != "1f1b":
             out.append(f"deepspeed runs 1f1b, not {cfg.schedule}")
+        if "selective" in layer_modes(cfg, model):
+            out.append("deepspeed checkpoints whole layers (activation_checkpoint_interval): no selective recomputation")
     elif target == "torchtitan":
         if cfg.zero not in (0, 3):
             out.append(f"torchtitan shards with FSDP2 (zero 3) or not at all (zero 0), not zero {cfg.zero}")

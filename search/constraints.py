@@ -19,9 +19,9 @@ MODES = ("none", "selective", "full")
 _INT_DIMS = ("tp", "pp", "cp", "dp", "ep", "vpp", "zero", "micro_batch")
 
 
-def recompute_modes(constraints: Constraints) -> tuple[str, ...]:
-    """Recompute modes every layer may take: the fixed one, or all three."""
-    return (constraints.recompute,) if constraints.recompute else MODES
+def recompute_modes(constraints: Constraints, allowed: tuple[str, ...] = MODES) -> tuple[str, ...]:
+    """Recompute modes every layer may take: the fixed one, or every mode the target ``allowed``."""
+    return (constraints.recompute,) if constraints.recompute else allowed
 
 
 def describe(constraints: Constraints) -> str:

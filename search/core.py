@@ -64,7 +64,7 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
             break
         base = option.to_config()
         uniform = math.inf
-        for mode in recompute_modes(req.constraints):
+        for mode in recompute_modes(req.constraints, rules_for(req.target).recompute_modes):
             cfg = base.model_copy(update={"recompute": mode})
             cand = Candidate(cfg, estimate_step(table, cfg))
             pool.add(cand)
@@ -80,7 +80,7 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
     if math.inf in memory:  # options the bounding pass never reached: only the compute floor holds
         unexplored.insert(0, compute_floor_s(model, cluster, req))
     if pool.best() is None:
-        evaluated += _nearest_misses(table, pool, every, memory, recompute_modes(req.constraints)[-1])
+        evaluated += _nearest_misses(table, pool, every, memory, recompute_modes(req.constraints, rules_for(req.target).recompute_modes)[-1])
     pruned = len(every) - len(opened)
     hints = _unsatisfiable(model, cluster, req) if not every and req.constraints else ()
     return _result(pool, req, evaluated + refined, pruned, open_bounds + unexplored[:1], timed_out, start, hints)

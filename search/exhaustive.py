@@ -27,8 +27,8 @@ out literally (issue 3; the same space ``search.space`` documents):
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
 megatron (one mode for all layers, or full recomputation of the first N layers of every chunk;
-1f1b and interleaved only), deepspeed (ZeRO <= 1 with pp > 1, default split, uniform recompute, no
-cp, 1f1b), torchtitan (ZeRO 0 or 3, uniform recompute, no zb-h1). Optimal = least step time among
+1f1b and interleaved only), deepspeed (ZeRO <= 1 with pp > 1, default split, uniform recompute of
+whole layers: none or full, no cp, 1f1b), torchtitan (ZeRO 0 or 3, uniform recompute, no zb-h1). Optimal = least step time among
 configurations whose estimate fits in memory.
 
 ``request.constraints`` keeps only the configurations whose tp, pp, cp, dp, ep, vpp, zero and
@@ -181,7 +181,7 @@ def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int
 
     if req.constraints.recompute:
         return [assign([req.constraints.recompute] * len(movable))]
-    uniform = [assign([mode] * len(movable)) for mode in MODES]
+    uniform = [assign([mode] * len(movable)) for mode in MODES if mode != "selective" or req.target != "deepspeed"]
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return uniform
     if req.target == "native":

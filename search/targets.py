@@ -41,13 +41,16 @@ class TargetRules:
     DeepSpeed has no such setting; torchtitan's async TP needs torch.compile
     (``CompileConfig.__post_init__`` in torchtitan/config/configs.py), which is off by default and
     which its export does not turn on, so its plans run the TP collectives synchronously."""
+    recompute_modes: tuple[str, ...] = ("none", "selective", "full")
+    """Recomputation modes the engine has: DeepSpeed checkpoints whole layers
+    (``activation_checkpoint_interval``, ``deepspeed.checkpointing``), no selective mode."""
 
 
 RULES: dict[str, TargetRules] = {
     "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
     "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), False),
-    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False),
+    "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False, ("none", "full")),
 }
 
 

@@ -13,7 +13,7 @@ import planner
 from planner.errors import InputError
 
 LLAMA70 = dict(model="llama3.1-70b", cluster="dgx-h100", gpus=64, global_batch=128, seq_len=4096)
-SHAPE = dict(tp=8, pp=4, recompute="selective")
+SHAPE = dict(tp=8, pp=4, recompute="full")
 """Fixed so that the searches stay short; the rest (dp, ZeRO, micro-batch, vpp, split, SP, overlap) is searched."""
 
 
@@ -50,7 +50,7 @@ def test_plan_is_searched_and_estimated_on_the_targets_engine(tmp_path: Path, ta
 
 
 def test_deepspeed_without_zero_reduces_after_the_backward() -> None:
-    plan = planner.plan(**LLAMA70, **{**SHAPE, "recompute": "full"}, zero=0, target="deepspeed", top_k=0)
+    plan = planner.plan(**LLAMA70, **SHAPE, zero=0, target="deepspeed", top_k=0)
     assert plan.config.zero == 0 and not plan.config.overlap_grad_reduce
     from planner.export import render
 
@@ -63,3 +63,12 @@ def test_deepspeed_without_zero_reduces_after_the_backward() -> None:
 def test_same_target_plans_are_byte_identical() -> None:
     first = planner.plan(**LLAMA70, **SHAPE, target="deepspeed", top_k=2).to_json()
     assert planner.plan(**LLAMA70, **SHAPE, target="deepspeed", top_k=2).to_json() == first
+
+
+def test_deepspeed_plans_recompute_whole_layers_only() -> None:
+    """DeepSpeed checkpoints whole layers (its export refuses selective recomputation): the search
+    never picks selective for it, and asking for it is one line of bad input."""
+    plan = planner.plan(**LLAMA70, tp=8, pp=4, target="deepspeed", top_k=3)
+    assert {plan.config.recompute} | {a.config["recompute"] for a in plan.alternatives} <= {"none", "full"}
+    with pytest.raises(InputError, match="deepspeed recomputes none or full, not recompute selective"):
+        planner.plan(**LLAMA70, tp=8, pp=4, target="deepspeed", recompute="selective")

@@ -110,6 +110,7 @@ def test_schema_version_and_model() -> None:
     ("deepspeed", dict(stage_layers=(10, 25)), "deepspeed takes no explicit stage split"),
     ("deepspeed", dict(cp=2, dp=1), "deepspeed has no context parallelism"),
     ("deepspeed", dict(recompute="none", layer_recompute=("none", "full") + ("none",) * 33), "deepspeed takes one activation-checkpointing mode"),
+    ("deepspeed", dict(sp=False, recompute="selective"), "deepspeed checkpoints whole layers"),
     ("torchtitan", dict(zero=1), "torchtitan shards with FSDP2 (zero 3) or not at all"),
     ("torchtitan", dict(schedule="zb-h1"), "torchtitan has no zb-h1 schedule"),
 ])
