@@ -213,6 +213,8 @@ def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[
     zeros = set(rules.zero) | set(rules.zero_with_pp)
     if c.zero is not None and not any(c.zero[0] <= z <= (3 if c.zero[1] is None else c.zero[1]) for z in zeros):
         out.append(f"{target} shards with zero {' or '.join(map(str, sorted(zeros)))}, not zero {_show(c.zero)}")
+    if c.recompute is not None and c.recompute not in rules.recompute_modes:
+        out.append(f"{target} recomputes {' or '.join(rules.recompute_modes)}, not recompute {c.recompute}")
     if not rules.context_parallel and c.cp is not None and c.cp[0] > 1:
         out.append(f"{target} has no context parallelism (cp {_show(c.cp)} given)")
     if c.sp is not None and c.sp not in rules.sequence_parallel and (c.sp or (c.tp is not None and c.tp[0] > 1)):

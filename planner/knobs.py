@@ -82,7 +82,9 @@ def _overlaps(settings: dict[str, Any], knobs: dict[str, Any], target: str, prob
     elif target in ("megatron", "native") and settings.get("tp", 1) > 1:
         assumptions.append("tp backward: the column-parallel linears' gradient collectives run behind their GEMMs (Megatron's async TP; --no-tp-async for code before it)")
     dp_overlap = _flag(knobs.get("dp_overlap"), "dp_overlap", problems)
-    if dp_overlap is not None:
+    if dp_overlap is not None and target == "deepspeed":
+        out.update(_deepspeed_overlap(settings.get("zero"), dp_overlap, problems))
+    elif dp_overlap is not None:
         out["overlap_grad_reduce"] = out["overlap_param_gather"] = dp_overlap
     elif target == "deepspeed":
         if settings.get("zero") in (0, 1, 2, None):
@@ -90,6 +92,17 @@ def _overlaps(settings: dict[str, Any], knobs: dict[str, Any], target: str, prob
             assumptions.append("deepspeed: zero_optimization.overlap_comm is false for stages 0-2 by default (no DP overlap; --dp-overlap sets it)")
         assumptions.append("deepspeed: gradients reduced after the pipeline flush (no overlap with backward under pp > 1)")
     return out
+
+
+def _deepspeed_overlap(zero: int | None, overlap: bool, problems: list[str]) -> dict[str, Any]:
+    """DeepSpeed's ``zero_optimization.overlap_comm``: the gradient reduction behind the backward
+    (ZeRO 1-3; without ZeRO the engine all-reduces after the backward), and the parameter gather
+    behind the forward only under ZeRO-3's prefetch: stages 1-2 gather inside the optimizer step
+    (``search.targets.engine_fields``)."""
+    stage = 1 if zero is None else zero
+    if overlap and stage == 0:
+        problems.append("dp-overlap: DeepSpeed without ZeRO all-reduces gradients after the backward (overlap_comm needs zero 1-3)")
+    return {"overlap_grad_reduce": overlap, "overlap_param_gather": overlap and stage == 3}
 
 
 def _reduce_dtype(knobs: dict[str, Any], target: str, problems: list[str], assumptions: list[str]) -> dict[str, Any]:

@@ -41,10 +41,13 @@ def recomputable(layer: Any) -> bool:
 
 
 def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[str]:
-    """What ``target`` cannot express (see the module docstring); empty for native."""
+    """What ``target`` cannot express (see the module docstring), and a plan estimated on another
+    engine than its target's (``config.engine``, whose behaviour ``costmodel.engines`` applies)."""
     modes = {m for m, x in zip(layer_modes(cfg, model), model.layers) if recomputable(x)}
     checks = {"megatron": _megatron, "deepspeed": _deepspeed, "torchtitan": _torchtitan}
     out = checks[target](cfg, model, modes) if target in checks else []
+    if cfg.engine != target:
+        out.append(f"config.engine {cfg.engine} is not the plan's target {target}: the estimate must model the engine the plan runs on; re-plan it")
     if cfg.tp_comm_overlap and not (cfg.sp and cfg.tp > 1):
         out.append("tp communication overlap needs sequence parallelism with tp > 1 (Megatron --tp-comm-overlap requires --sequence-parallel)")
     if target in ("deepspeed", "torchtitan") and len(modes) > 1:

@@ -60,7 +60,7 @@ from costmodel.memory import GIB, model_state_bytes
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
-from costmodel.step import _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
+from costmodel.step import FSDP2_STATE_BYTES, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
 from costmodel.table import CostTable
 from search.exposure import first_rank_floor_s
 from search.pressure import pressure_floor_s
@@ -349,9 +349,11 @@ def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tu
 def memory_bound_gib(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
     at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
-    activations stored under full recomputation, for at least one micro-batch."""
+    activations stored under full recomputation, for at least one micro-batch. The state sizes are
+    the engine's (FSDP2 keeps fp32 sharded parameters: ``costmodel.step.rank_memory``)."""
     params, expert, act = _memory_sums(table, cfg, memo)
-    sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
+    fsdp2 = _terms(table, cfg).fp32_sharded_params  # type: ignore[arg-type]
+    sizes = FSDP2_STATE_BYTES if fsdp2 else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     shard = cfg.dp * cfg.cp
     states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))
     states += sum(model_state_bytes(expert, max(1, shard // cfg.ep), cfg.zero, *sizes))

@@ -5,7 +5,8 @@ node before anything crosses the network) and divides every block's heads and KV
 splits the sequence into 2·cp chunks; pp is at most the number of blocks; dp = GPUs/(tp·cp·pp) divides
 the global batch; ep divides the experts and dp·cp; sp only with tp > 1; zero 0-3; micro-batch divides
 the per-replica batch; interleaving (vpp > 1) needs pp > 1, blocks divisible by pp·vpp and
-micro-batches divisible by pp. Targets narrow it to what their exporters take (``search.targets``:
+micro-batches divisible by pp. Every option runs on the target's engine with its overlap settings
+(``search.targets.engine_fields``). Targets narrow it to what their exporters take (``search.targets``:
 ZeRO stages, MoE with ZeRO, the expert degree, DeepSpeed's own split), and so do the user's
 constraints (``SearchRequest.constraints``: fixed or bounded degrees, ZeRO stage, micro-batch, SP,
 schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and the micro-batch).
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
-from search.targets import rules_for, zero_allowed
+from search.targets import engine_fields, rules_for, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -126,6 +127,9 @@ class Option:
     precision: str = "bf16"
     stage_layers: tuple[int, ...] | None = None
     """The engine's own split where it differs from the default (DeepSpeed's partition)."""
+    engine: str = "native"
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
     @property
     def num_microbatches(self) -> int:
@@ -162,7 +166,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
                     overlap = sp and rules.tp_comm_overlap
                     yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap,
-                                 precision, split if vpp == 1 else None)
+                                 precision, split if vpp == 1 else None, **engine_fields(req.target, zero))  # type: ignore[arg-type]
 
 
 def _engine_split(model: ModelSpec, mesh: Mesh, kind: str) -> tuple[int, ...] | None:

@@ -16,6 +16,11 @@ activation-checkpoint interval (whole layers: no selective recomputation), no co
 torchtitan: FSDP2 (ZeRO-3) or plain replication, the expert degree inside data_parallel_shard x
 context_parallel (``ParallelDims``), one activation-checkpoint mode, explicit per-stage module lists,
 PyTorch's GPipe / 1F1B / interleaved schedules (no ZB-H1 schedule class of that name).
+
+Each target also names the engine the plan runs on (``ParallelConfig.engine``, whose behaviour the
+cost model applies: ``costmodel.engines``) and the overlap settings that engine runs with as the
+plan's export writes them (:func:`engine_fields`), so that the search estimates what the exported
+job does and ``meshplan estimate --plan`` reproduces the plan's step time.
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ class TargetRules:
     """SP settings with tp > 1: DeepSpeed has no key for Megatron-style SP; torchtitan always applies
     it with TP (its TP plan shards the norms' sequence)."""
     tp_comm_overlap: bool
-    """TP communication may overlap its GEMMs (Megatron ``--tp-comm-overlap``, which needs SP;
-    torchtitan's async TP); DeepSpeed has no such setting."""
+    """TP communication may overlap its GEMMs (Megatron ``--tp-comm-overlap``, which needs SP).
+    DeepSpeed has no such setting; torchtitan's async TP needs torch.compile
+    (``CompileConfig.__post_init__`` in torchtitan/config/configs.py), which is off by default and
+    which its export does not turn on, so its plans run the TP collectives synchronously."""
     recompute_modes: tuple[str, ...] = ALL_MODES
     """Recomputation modes the engine has (DeepSpeed checkpoints whole layers only)."""
     moe_zero: tuple[int, ...] = (0, 1, 2, 3)
@@ -59,7 +66,7 @@ class TargetRules:
 RULES: dict[str, TargetRules] = {
     "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
-    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), True, ep_within_shard=True),
+    "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), False, ep_within_shard=True),
     "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
                              recompute_modes=("none", "full"), moe_zero=(0, 1, 2), split="deepspeed"),
 }
@@ -84,3 +91,21 @@ def forbidden_cuts(target: str, model: ModelSpec) -> frozenset[int]:
     if target == "megatron" and len(layers) >= 2 and isinstance(layers[-2], NormLayer) and isinstance(layers[-1], HeadLayer):
         return frozenset({len(layers) - 1})
     return frozenset()
+def engine_fields(target: str, zero: int) -> dict[str, object]:
+    """``ParallelConfig`` fields of a ``target`` plan with ZeRO stage ``zero``: the engine (``native``
+    for the native target) and its data-parallel overlap as the export sets it.
+
+    DeepSpeed reduces gradients behind the backward only through ``zero_optimization.overlap_comm``,
+    which stages 1-3 have and the export writes from ``overlap_grad_reduce``; without ZeRO the engine
+    all-reduces after the backward (``DeepSpeedEngine.allreduce_gradients`` ->
+    ``buffered_allreduce_fallback`` at the accumulation boundary, deepspeed/runtime/engine.py).
+    Stages 1-2 all-gather the updated parameters inside the optimizer step
+    (``DeepSpeedZeroOptimizer.step`` -> ``all_gather_dp_groups``, deepspeed/runtime/zero/
+    stage_1_and_2.py), not behind the next forward; stage 3 prefetches them. Megatron-LM's export
+    writes ``--overlap-grad-reduce`` / ``--overlap-param-gather`` and torchtitan's FSDP2 prefetches,
+    so both keep the overlapped defaults."""
+    fields: dict[str, object] = {"engine": target}
+    if target == "deepspeed":
+        fields["overlap_grad_reduce"] = zero >= 1
+        fields["overlap_param_gather"] = zero == 3
+    return fields

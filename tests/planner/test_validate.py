@@ -20,9 +20,9 @@ MODEL = "llama3.1-8b"  # 35 layers: embedding, 32 blocks, final norm, head
 
 
 def make(target: str = "native", model: str = MODEL, **changes: Any) -> Plan:
-    """The plan the search would write for a fixed configuration."""
+    """The plan the search would write for a fixed configuration (on the target's engine)."""
     spec, hw = resolve_model_arg(model), resolve_cluster_arg("dgx-h100")
-    cfg = ParallelConfig(**{**BASE, **changes})
+    cfg = ParallelConfig(**{**BASE, "engine": target, **changes})
     table = build_cost_table(spec, hw)
     req = SearchRequest(gpus=cfg.num_gpus, global_batch=cfg.global_batch, seq_len=cfg.seq_len, target=target)  # type: ignore[arg-type]
     stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
@@ -128,6 +128,11 @@ def test_target_rules_of_mixture_of_experts(target: str, changes: dict, fragment
     moe = dict(model="mixtral-8x7b", pp=1, dp=16, ep=8, global_batch=32, **changes)
     one_problem_with(make(target=target, **moe), fragment)
     assert plan_problems(make(target="native", **moe)) == []
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
+def test_a_plan_is_estimated_on_its_targets_engine(target: str) -> None:
+    fitting = dict(tp=2, sp=target == "torchtitan", pp=1, dp=4, zero=0, recompute="full")  # a shape the target expresses
+    one_problem_with(make(target=target, engine="native", **fitting), f"config.engine native is not the plan's target {target}")
+    assert plan_problems(make(target=target, **fitting)) == []
 
 
 def test_megatron_block_recompute_is_the_same_n_in_every_chunk() -> None:
@@ -140,7 +145,7 @@ def test_megatron_block_recompute_is_the_same_n_in_every_chunk() -> None:
             modes[start:start + n] = ["full"] * n
         return tuple(modes)
 
-    cfg = ParallelConfig(**BASE, layer_recompute=first_n((2, 2)))
+    cfg = ParallelConfig(**BASE, engine="megatron", layer_recompute=first_n((2, 2)))
     assert target_problems("megatron", cfg, spec) == []
     assert target_problems("megatron", cfg.model_copy(update={"layer_recompute": first_n((2, 3))}), spec) != []
     assert plan_problems(make(target="megatron", layer_recompute=first_n((4, 4)))) == []

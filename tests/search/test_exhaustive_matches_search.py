@@ -1,7 +1,7 @@
 """Proof of the search on small spaces: on generated tiny GPT-style cases the search's best step time
 equals the exhaustive optimum (``search.exhaustive``) and both agree when nothing fits; the plan the
 search builds passes the independent validator; and ``planner.plan`` is never slower than any uniform
-configuration found by brute force over ``planner.estimate``."""
+configuration found by brute force over ``planner.estimate`` on the same target engine."""
 
 from __future__ import annotations
 
@@ -152,7 +152,7 @@ def test_plan_never_worse_than_any_uniform_configuration(tmp_path: Path, target:
     best, tried, over = None, 0, 0
     for settings_ in uniform_space(target, gpus, global_batch, seq_len, blocks, cluster.gpus_per_node):
         try:
-            result = planner.estimate(model=model, cluster=cluster, gpus=gpus, global_batch=global_batch, seq_len=seq_len, **settings_)
+            result = planner.estimate(model=model, cluster=cluster, gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, **settings_)
         except InputError:
             continue
         tried += 1

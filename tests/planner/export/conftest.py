@@ -16,6 +16,7 @@ from costmodel.table import build_cost_table
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
 from planner.plans import build_plan
 from planner.schema import Plan
+from search.targets import engine_fields
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -25,10 +26,11 @@ UPDATE = "MESHPLAN_UPDATE_GOLDEN"
 
 def make_plan(model: str = "llama3.1-8b", cluster: str = "dgx-h100", target: str = "native",
               alternatives: tuple[dict[str, Any], ...] = (), **config: Any) -> Plan:
-    """The plan meshplan writes when the search picks ``config`` (and keeps ``alternatives``)."""
+    """The plan meshplan writes when the search picks ``config`` (and keeps ``alternatives``), on the
+    target's engine with its overlap settings (``search.targets.engine_fields``) unless ``config`` says."""
     spec, hw = resolve_model_arg(model), resolve_cluster_arg(cluster)
     table = build_cost_table(spec, hw)
-    cfg = ParallelConfig(**config)
+    cfg = ParallelConfig(**{**engine_fields(target, config.get("zero", 0)), **config})
     alts = tuple(Candidate(ParallelConfig(**a), estimate_step(table, ParallelConfig(**a))) for a in alternatives)
     req = SearchRequest(gpus=cfg.num_gpus, global_batch=cfg.global_batch, seq_len=cfg.seq_len, target=target, top_k=len(alts))  # type: ignore[arg-type]
     stats = SearchStats(evaluated=1 + len(alts), pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
