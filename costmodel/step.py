@@ -96,9 +96,7 @@ class StepEstimate:
     def rank_memory_parts_gib(self, r: int) -> tuple[dict[str, float], dict[str, float]]:
         """(allocated tensors by category, GPU-only terms) of pipeline rank ``r``, GiB
         (:func:`rank_allocated_bytes`, :func:`rank_gpu_only_bytes`)."""
-        t = self.ranks.rank(r)
-        tracked = rank_allocated_bytes(self.table, self.config, t, r)
-        gpu = rank_gpu_only_bytes(self.table, self.config, t, r, tracked)
+        tracked, gpu = _rank_parts(self.table, self.config, self.ranks.rank(r), r)
         return {k: v / GIB for k, v in tracked.items()}, {k: v / GIB for k, v in gpu.items()}
 
     @property
@@ -313,15 +311,14 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
     """Memory of pipeline rank ``rank`` holding ``t`` in GiB, on a GPU: what PyTorch allocates
     (:func:`rank_allocated_bytes`) with the GPU-only terms (:func:`rank_gpu_only_bytes`) in ``buffers``."""
-    parts = rank_allocated_bytes(table, cfg, t, rank)
-    parts["buffers"] += sum(rank_gpu_only_bytes(table, cfg, t, rank, parts).values())
+    parts, gpu_only = _rank_parts(table, cfg, t, rank)
+    parts["buffers"] += sum(gpu_only.values())
     return {k: v / GIB for k, v in parts.items()}
 
 
-def _state_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """(dense, expert) (params, grads, optimizer states) bytes, each sharded over its group."""
     dense_shard = cfg.dp * cfg.cp
-    terms = _terms(table, cfg)
     sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     zero = 2 if cfg.zero == 1 and terms.zero1_shards_grads else cfg.zero
     if zero == 2 and terms.pp_unsharded_grads:  # whole gradients accumulate across micro-batches
@@ -345,27 +342,38 @@ def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, ran
     transient (at the peak phase, :func:`_peak_phase`, where the engine frees gradients every step)
     and, on a GPipe last stage, the other micro-batches' losses (``costmodel.memory.held_loss_bytes``),
     communication buffers (:func:`_buffer_bytes`)."""
+    return _rank_parts(table, cfg, t, rank)[0]
+
+
+def _rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> tuple[dict[str, float], dict[str, float]]:
+    """(:func:`rank_allocated_bytes`, :func:`rank_gpu_only_bytes`) of one rank, computed together."""
     terms = _terms(table, cfg)
-    d, e = _state_bytes(table, cfg, t)
+    d, e = _state_bytes(cfg, t, terms)
     flight = _flight(cfg, rank)
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
     acts = flight * t.act_bytes + t.work_bytes
     if terms.grads_freed_each_step:
         acts, grads = _peak_phase(cfg, t, flight, grads, end_work)
-    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
-    acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
-    return {
+    if cfg.schedule == "gpipe":
+        tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
+        acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
+    allocated = {
         "params": d[0] + e[0],
         "grads": grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
         "buffers": _buffer_bytes(cfg, t, terms),
     }
+    gpu_only = {
+        "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
+        "allocator_slack": FRAGMENTATION * acts,
+        "allocator_cache": max(0.0, d[1] + e[1] - grads),
+    }
+    return allocated, gpu_only
 
 
-def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int,
-                        allocated: dict[str, float] | None = None) -> dict[str, float]:
+def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
     """Bytes a GPU run holds beyond the tensors (:func:`rank_allocated_bytes`), which a memory
     tracker never sees:
 
@@ -384,13 +392,7 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
       10.5 GiB, and by 14.0 GiB with the sharded gradients [assumption: the freed gradient blocks are
       not reused by the activations].
     """
-    parts = allocated if allocated is not None else rank_allocated_bytes(table, cfg, t, rank)
-    d, e = _state_bytes(table, cfg, t)
-    return {
-        "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
-        "allocator_slack": FRAGMENTATION * parts["activations"],
-        "allocator_cache": max(0.0, d[1] + e[1] - parts["grads"]),
-    }
+    return _rank_parts(table, cfg, t, rank)[1]
 
 
 def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: EngineTerms, rank: int) -> tuple[float, float]:
