@@ -33,6 +33,16 @@ run, in the order of their collectives per step); ``--params compute,memory,over
 fits it as the per-hop ``latency`` factor (41x the profiled 1.5 ms hop: about 60 ms per collective),
 which brought the held-out error of that run to 102 % (in-sample 30.4 %, leave-one-shape-out 55.4 %):
 still far from the target on a machine this loaded.
+
+Run of 1 Dec 2026 at low load (load average 1-3): before 52.0 % over all runs (48.2 % on the 4
+held-out); after 22.3 % in-sample, 62.2 % leave-one-shape-out, 19.6 % held out (met, barely; the TP
+runs stay 59-63 % under). With ``--params compute,memory,overhead,latency,step_fixed`` on the same
+records: 21.5 % in-sample, leave-one-shape-out 28.5 % (from 62.2 %), held out 24.6 % (latency 14.5x
+the profiled hop). What remains is visible in its residuals: the data-parallel runs come out 39-54 %
+under and the pipeline runs 55-59 % over, because the cost model reduces gradients in Megatron's
+40M-parameter buckets (one collective for these models) where the native runtime's FSDP2 reduces
+once per layer unit, and counts 2(pp - 1) + 2m pipeline hops each paying the fitted latency. Counting
+the runtime's own collectives per step is the next fix; not done.
 """
 
 from __future__ import annotations
