@@ -3,10 +3,12 @@
 For every case of ``planner.runtime.memcheck_cases.CASES`` (real-size models under FSDP / ZeRO,
 TP + SP, pipelines and the recompute modes) this runs ``meshplan check-memory``'s measurement
 (torch's FSDPMemTracker on fake tensors over a fake process group of the plan's world size) and
-prints, per pipeline-rank kind, the measured and predicted peak (GiB), the error, and the
-acceptance verdict: within 10 % and never under by more than 3 %.
+prints, per pipeline-rank kind, the measured and predicted peak (GiB) of allocated tensors, the
+error, the acceptance verdict (within 10 % and never under by more than 3 %), then the GPU-only
+terms torch's tracker cannot see (runtime overhead: CUDA context, NCCL; the caching allocator's
+slack and cache) and the cost model's full per-GPU figure.
 
-Run: ``python bench/memory_oracle.py [--full-depth] [CASE ...]``.
+Run: ``python bench/memory_oracle.py [--full-depth] [--categories] [CASE ...]``.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     parser.add_argument("--full-depth", action="store_true", help="measure every block instead of extrapolating")
+    parser.add_argument("--categories", action="store_true", help="also print each rank's measured and predicted categories")
     args = parser.parse_args(argv)
     chosen = [c for c in CASES if not args.cases or c.name in args.cases]
-    print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict   seconds")
+    print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict  {'GPU-only':>8} {'per GPU':>8} seconds")
     errors, failed = [], 0
     for case in chosen:
         start = time.perf_counter()
@@ -42,7 +45,11 @@ def main(argv: list[str] | None = None) -> int:
             failed += not ok
             errors.append(abs(row.error))
             print(f"{case.name:36} {row.pp_rank:>4} {row.measured_peak_gib:9.2f} {row.predicted_peak_gib:9.2f} "
-                  f"{row.error:+7.1%}  {'ok' if ok else 'FAIL':7} {row.seconds:7.1f}", flush=True)
+                  f"{row.error:+7.1%}  {'ok' if ok else 'FAIL':7} {sum(row.gpu_only_gib.values()):8.2f} "
+                  f"{row.predicted_gpu_peak_gib:8.2f} {row.seconds:7.1f}", flush=True)
+            if args.categories:
+                for label, parts in (("measured", row.measured_gib), ("predicted", row.predicted_gib), ("GPU-only", row.gpu_only_gib)):
+                    print(f"{'':41} {label:9} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
         print(f"{'':36} {'':4} total {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if errors:
         print(f"{len(errors)} rank kinds: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}, "

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from costmodel.engines import sac_saved_matmuls
 from costmodel.local import ACT_BYTES, LocalConfig
-from costmodel.memory import eager_block_extra_bytes, transformer_activation_bytes
+from costmodel.memory import eager_block_extra_bytes, sp_gathered_input_bytes, transformer_activation_bytes
 from costmodel.specs import TransformerLayer
 
 LSE_BYTES_PER_HEAD = 4
@@ -25,7 +25,8 @@ def block_activation_bytes(layer: TransformerLayer, cfg: LocalConfig, mm_widths:
     block input, the outputs of every other matmul, and SDPA's output and log-sum-exp; recomputing
     and back-propagating one block needs that block's full activations as a transient. Eager
     PyTorch adds :func:`costmodel.memory.eager_block_extra_bytes` (fp32 RMSNorm intermediates, K/V
-    repeated to every head, unfused SwiGLU) to whatever it holds of a block; see its sources.
+    repeated to every head, unfused SwiGLU) to whatever it holds of a block, and DTensor sequence
+    parallelism :func:`costmodel.memory.sp_gathered_input_bytes`; see their sources.
     Transformer Engine keeps each FP8 projection's input in FP8 (one byte instead of two: the QKV
     and FC1 inputs, the attention output, the FC2 input).
     """
@@ -35,6 +36,8 @@ def block_activation_bytes(layer: TransformerLayer, cfg: LocalConfig, mm_widths:
         return stored, work
     h = layer.hidden_size
     eager = 0.0 if terms.fused else eager_block_extra_bytes(layer, cfg)  # norms, repeated K/V, SwiGLU (costmodel.memory)
+    if terms.sp_saves_gathered_inputs:  # DTensor SP keeps the gathered projection inputs (costmodel.memory)
+        eager += sp_gathered_input_bytes(layer, cfg)
     if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         saved = sum(w for w, keep in zip(mm_widths, sac_saved_matmuls(mm_widths)) if keep)

@@ -40,6 +40,12 @@ TORCH_LOGIT_WORK = 12.0
 still held: the saved fp32 ``log_softmax`` output (4), the fp32 gradient of ``nll_loss`` (4) and
 that of ``log_softmax``'s input (4); the bf16 logits were dropped after the loss (``del pred``,
 torchtitan/train.py)."""
+TORCH_LOSS_PARALLEL_LOGIT_WORK = 16.0
+"""The same under TP with ``loss_parallel`` (vocabulary-parallel cross-entropy on DTensor shards):
+its fused backward ``(zeros_like(x) scattered + exp(x)) * grad`` (``_nll_loss_and_log_softmax_backward``,
+torch/distributed/tensor/parallel/loss.py) holds, beside the saved fp32 ``log_softmax`` output (4),
+the scattered fp32 target gradient (4), ``exp(x)`` (4) and their sum (4); measured with torch's
+memory tracker on Llama 3.1 8B at tp 4 (16 B per local logit at the start of backward)."""
 DEEPSPEED_PIPE_INSTRUCTION_S = 0.5e-3
 """Host time of one DeepSpeed pipeline-engine instruction (``deepspeed/runtime/pipe/engine.py``
 executes ``LoadMicroBatch``, ``ForwardPass``, ``BackwardPass``, ``SendActivation``, ``RecvGrad``, ...
@@ -64,6 +70,8 @@ class EngineTerms:
     ce_bwd_kernels: int
     logit_work_bytes: float
     """Transient bytes per logit at the loss."""
+    logit_work_bytes_tp: float
+    """Transient bytes per local logit at the vocabulary-parallel loss (tp > 1)."""
     op_level_selective: bool
     """Selective recomputation recomputes every other matmul and every elementwise op (torchtitan),
     not only the attention core (Megatron)."""
@@ -93,6 +101,32 @@ class EngineTerms:
     """The column-parallel linears' backward collectives run asynchronously behind their GEMMs
     (megatron/core/tensor_parallel/layers.py ``LinearWithGradAccumulationAndAsyncCommunication``;
     ``costmodel.layer_transformer.tp_comm``)."""
+    grads_freed_each_step: bool = False
+    """Gradients exist only from each step's backward on: the step ends with ``zero_grad`` setting
+    them to None (torchtitan/train.py ``optimizers.zero_grad()``, PyTorch's default
+    ``set_to_none=True``), so the peak is the larger of two phases (``costmodel.step``). Megatron-LM
+    keeps a persistent main-gradient buffer (megatron/core/distributed/param_and_grad_buffer.py) and
+    DeepSpeed its flat gradient partitions, held beside the activations the whole step."""
+    zero1_shards_grads: bool = False
+    """ZeRO 1 runs as ZeRO 2: FSDP2 has no optimizer-only sharding, it reduce-scatters gradients into
+    shards whenever it shards the optimizer states (torch.distributed.fsdp ``fully_shard`` with
+    ``reshard_after_forward=False``; torchtitan, and ``planner.runtime.fsdp``)."""
+    pp_unsharded_grads: bool = False
+    """Under pipelining gradients accumulate unsharded across a step's micro-batches and are
+    reduce-scattered once, after the last (FSDP2 ``set_requires_gradient_sync(False)`` until the last
+    backward: ``PipelineStage.backward_maybe_with_nosync``, torch/distributed/pipelining/stage.py;
+    torchtitan), so ZeRO 1 and 2 hold whole gradients in the reduce dtype."""
+    tp_embedding_full_grad: bool = False
+    """Under TP the vocabulary-parallel embedding's weight gradient is computed at the full vocabulary
+    on every TP rank: DTensor's embedding rule (``RowwiseParallel`` on the table, masked ids,
+    torch/distributed/tensor/_ops/_embedding_ops.py) gives a ``Partial`` gradient whose local tensor
+    is the whole V x h table, reduced to the rank's rows only afterwards (torchtitan, the runtime);
+    Megatron-LM's ``VocabParallelEmbedding`` writes only its own rows."""
+    sp_saves_gathered_inputs: bool = False
+    """Under sequence parallelism the column-parallel projections keep their all-gathered input for
+    backward (DTensor ``ColwiseParallel`` after ``SequenceParallel`` norms: autograd saves the
+    gathered ``mm`` input, torchtitan's eager TP), where Megatron-LM keeps the sequence shard and
+    all-gathers it again in backward (Korthikanti et al. 2022 §4.2.2)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -115,6 +149,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         ce_fwd_kernels=ce[2],
         ce_bwd_kernels=ce[3],
         logit_work_bytes=TORCH_LOGIT_WORK if titan else MEGATRON_LOGIT_WORK,
+        logit_work_bytes_tp=TORCH_LOSS_PARALLEL_LOGIT_WORK if titan else MEGATRON_LOGIT_WORK,
         op_level_selective=titan,
         fp8_saves_fp8_inputs=not titan,
         fp8_dynamic_scaling=titan,
@@ -124,6 +159,11 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         fp32_sharded_params=titan and cfg.zero == 3,
         cp_all_gather=titan,
         sdpa_fa2=titan,
+        grads_freed_each_step=titan,
+        zero1_shards_grads=titan,
+        pp_unsharded_grads=titan and cfg.pp > 1,
+        tp_embedding_full_grad=titan,
+        sp_saves_gathered_inputs=titan,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
     )

@@ -82,7 +82,8 @@ def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
     tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
     params = layer_params(layer) / cfg.tp
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div
-    work = logits * (terms.logit_work_bytes if terms is not None else LOGIT_BYTES + ACT_BYTES)
+    per_logit = (terms.logit_work_bytes_tp if cfg.tp > 1 else terms.logit_work_bytes) if terms is not None else LOGIT_BYTES + ACT_BYTES
+    work = logits * per_logit
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, 0.0)
 
 

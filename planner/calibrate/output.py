@@ -26,8 +26,9 @@ def calibrated_entry(cluster_arg: str, calib: Calibration, name: str) -> dict[st
     runs = ", ".join(sorted({Path(r.obs.label.split(':')[0]).name for r in calib.runs}))
     for factor, value in calib.values.items():
         for field in FACTORS[factor].fields:
-            sources[f"efficiency.{field}"] = (f"meshplan calibrate: factor '{factor}' = {value:.4g} ({FACTORS[factor].doc}) "
-                                              f"fitted on {len(calib.runs)} runs ({runs}); before: {sources.get(f'efficiency.{field}', 'n/a')}")
+            key = field if FACTORS[factor].on_cluster else f"efficiency.{field}"
+            sources[key] = (f"meshplan calibrate: factor '{factor}' = {value:.4g} ({FACTORS[factor].doc}) "
+                            f"fitted on {len(calib.runs)} runs ({runs}); before: {sources.get(key, 'n/a')}")
     entry["sources"] = sources
     measurements = _measurements(cluster_arg)
     if measurements is not None:

@@ -23,8 +23,8 @@ _DESCRIPTION = """\
 Fit a few named efficiency factors of CLUSTER to measured step times: compute (share of the GEMM
 ceiling), attention (share of the attention-kernel rate), memory (share of memory bandwidth),
 overhead (fixed time per kernel, us), comm
-(share of collective bandwidth), step_fixed (host time per step, s), and overlap (compute slowdown
-under communication; only with --params). Bounded robust least squares on log step time; factors the
+(share of collective bandwidth), step_fixed (host time per step, s), and, only with --params, overlap
+(compute slowdown under communication) and latency (multiplier of the per-hop collective latency). Bounded robust least squares on log step time; factors the
 runs do not exercise are kept (or refused when named in --params); a fit with fewer distinct run
 shapes than factors is refused. RUNS are run records (meshplan run -o run.json) and CSV files with
 columns model, gpus, global_batch, seq_len, step_time_s (required), tp, pp, cp, vpp, micro_batch, sp,

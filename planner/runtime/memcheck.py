@@ -7,11 +7,13 @@ applies the plan (:mod:`planner.runtime.memcheck_apply`), materialises it as fak
 one training step under ``FSDPMemTracker`` (:mod:`planner.runtime.memcheck_step`). No GPU and no
 memory are needed: a 70B model on 64 ranks checks on a laptop.
 
-What torch's tracker cannot see is kept apart, explicitly: the cost model's ``runtime_overhead_gib``
-(CUDA context, NCCL communicators and their buffers, the framework's workspaces) and its allocator
-slack (``costmodel.step.FRAGMENTATION`` of the activations: the caching allocator's rounding and
-fragmentation). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the
-prediction without those terms, and ``predicted_gpu_peak_gib`` the plan's full per-GPU figure.
+What torch's tracker cannot see is kept apart, explicitly (``costmodel.step.rank_gpu_only_bytes``):
+the cluster's ``runtime_overhead_gib`` (CUDA context, NCCL communicators and their buffers, the
+framework's workspaces), the caching allocator's slack (``costmodel.step.FRAGMENTATION`` of the
+activations: rounding and fragmentation) and its cache (gradients freed by ``zero_grad`` before the
+peak stay reserved). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the
+cost model's allocated-memory prediction (``costmodel.step.rank_allocated_bytes``), and
+``predicted_gpu_peak_gib`` the plan's full per-GPU figure.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ class RankMemory(BaseModel):
     measured_gib: dict[str, float]
     predicted_gib: dict[str, float]
     gpu_only_gib: dict[str, float]
-    """Terms a GPU run has and the tracker cannot see: runtime overhead, allocator slack."""
+    """Terms a GPU run has and the tracker cannot see: runtime overhead, allocator slack and cache."""
     seconds: float
     extrapolated: bool
     """Measured at shallow depths and extrapolated (``planner.runtime.memcheck_depth``), not at full depth."""
@@ -83,16 +85,6 @@ def _predicted(plan: Plan, spec: Any) -> Any:
 
     table = build_cost_table(spec, plan.cluster)
     return estimate_step(table, plan.config.model_copy(update={"engine": PREDICT_ENGINE}))
-
-
-def _split_prediction(parts: dict[str, float], runtime_gib: float) -> tuple[dict[str, float], dict[str, float]]:
-    """(tracked categories, GPU-only terms) of one rank's predicted breakdown, GiB."""
-    from costmodel.step import FRAGMENTATION
-
-    slack = FRAGMENTATION * parts["activations"]
-    tracked = {k: parts[k] for k in ("params", "grads", "optimizer_states", "activations")}
-    tracked["buffers"] = max(0.0, parts["buffers"] - runtime_gib - slack)
-    return tracked, {"runtime_overhead": runtime_gib, "allocator_slack": slack}
 
 
 def _as_built(spec: Any, arg: Any, trace: bool) -> tuple[Any, list[str]]:
@@ -142,7 +134,7 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
         for r in chosen:
             start = time.perf_counter()
             measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow)
-            tracked, gpu_only = _split_prediction(step.rank_memory_breakdown_gib[r], plan.cluster.runtime_overhead_gib)
+            tracked, gpu_only = step.rank_memory_parts_gib(r)
             peak = measured.pop("total") / GIB
             predicted = sum(tracked.values())
             rows.append(RankMemory(
@@ -202,7 +194,7 @@ def _notes(plan: Plan) -> list[str]:
     notes = [
         "measured: torch FSDPMemTracker on fake tensors (tensor storages only, exact bytes)",
         f"GPU-only terms kept apart: runtime overhead {plan.cluster.runtime_overhead_gib:g} GiB "
-        "(CUDA context, NCCL, workspaces) and allocator slack on activations",
+        "(CUDA context, NCCL, workspaces), allocator slack on activations, allocator cache of freed gradients",
         f"predicted with the cost model's {PREDICT_ENGINE} engine terms (eager PyTorch and FSDP2, as planner.apply runs)",
     ]
     if plan.mesh.zero == 1:

@@ -47,6 +47,10 @@ class RankBuild:
     stages: list[nn.Module]
     """Local chunk modules (``planner.runtime.stage.StageModule``), materialised as fake tensors."""
     loss_parallel: bool
+    """The loss is torch's vocab-parallel cross-entropy (``loss_parallel``): tp > 1, as ``planner.apply``."""
+    tp_mesh: object | None
+    """The tp sub-mesh (None without TP): a pipeline's last stage hands its local vocabulary shard of
+    the logits to the loss, which wraps it back into a ``Shard(-1)`` DTensor (``planner.runtime.apply``)."""
     sp_shards: int
     """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
     mixed_precision: bool
@@ -109,12 +113,13 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
     pmesh = build_mesh(plan, FAKE_DEVICE.type, dist.get_world_size())
     chunks = [k for k in range(len(plan.stages)) if k % m.pp == pp_rank]
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
-    loss_parallel = m.tp > 1 and m.pp == 1
+    loss_parallel = m.tp > 1
+    tp_mesh = pmesh.mesh["tp"] if m.tp > 1 else None
     if m.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
 
         for stage in stages:
-            apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=m.sp, loss_parallel=loss_parallel)
+            apply_tensor_parallel(stage, tp_mesh, sp=m.sp, loss_parallel=loss_parallel, local_logits=m.pp > 1)
     mixed = uses_mixed_precision(plan)
     if m.dp > 1 or mixed:
         for stage in stages:
@@ -122,5 +127,5 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
     with fake_mode:
         for stage in stages:
             stage.to_empty(device=FAKE_DEVICE)
-    return RankBuild(pp_rank=pp_rank, chunks=chunks, stages=stages, loss_parallel=loss_parallel,
+    return RankBuild(pp_rank=pp_rank, chunks=chunks, stages=stages, loss_parallel=loss_parallel, tp_mesh=tp_mesh,
                      sp_shards=m.tp if (m.sp and m.tp > 1) else 1, mixed_precision=mixed)

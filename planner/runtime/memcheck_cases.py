@@ -137,6 +137,7 @@ def case_plan(case: Case) -> Plan:
 CASES: tuple[Case, ...] = (
     Case("llama8b-fsdp8-zero3", "llama3.1-8b", dict(dp=8, zero=3, global_batch=8, seq_len=8192)),
     Case("llama8b-tp8-sp-zero0", "llama3.1-8b", dict(tp=8, sp=True, zero=0, global_batch=4, seq_len=8192)),
+    Case("llama8b-tp8-sp-zero0-1mb", "llama3.1-8b", dict(tp=8, sp=True, zero=0, global_batch=1, seq_len=8192)),
     Case("llama8b-tp4-dp2-zero1-full", "llama3.1-8b", dict(tp=4, dp=2, sp=True, zero=1, recompute="full", global_batch=8, seq_len=8192)),
     Case("llama8b-fsdp8-zero2-selective", "llama3.1-8b", dict(dp=8, zero=2, recompute="selective", global_batch=8, seq_len=8192)),
     Case("llama70b-fsdp64-zero3", "llama3.1-70b", dict(dp=64, zero=3, global_batch=64, seq_len=4096)),
@@ -151,15 +152,14 @@ CASES: tuple[Case, ...] = (
 """Every split the oracle covers: FSDP (ZeRO 3), TP with SP, TP x DP (ZeRO 1, 2), the recompute
 modes, 1F1B and GPipe pipelines, a dense GPT-3-style model, an MoE model and a traced custom module.
 
-What the oracle found where the prediction misses the band (``bench/memory_oracle.py``):
-- over-prediction (+10 to +12 %, FSDP2): the cost model adds gradients and the ZeRO-3 unit buffers to
-  the activations' peak, but torch frees gradients every step (``zero_grad(set_to_none=True)``) and
-  peaks at the start of backward, before any gradient or unit buffer exists;
-- under-prediction with TP: the runtime keeps ``planner.runtime.models.Embedding`` (token table plus
-  optional positions, not an ``nn.Embedding``) replicated, where the cost model splits the vocabulary;
-  with TP and pipelining the last stage gathers the full-vocabulary logits (no loss parallelism);
-- GPipe's last stage keeps every micro-batch's fp32 log-softmax until its backward, which the cost
-  model counts once (as a transient);
-- selective recomputation under FSDP2 stops in torch ("Tensor cached during selective activation
-  checkpoint has been mutated"): the runtime's policy saves every op but the attention core,
-  FSDP2's parameter views included."""
+What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prints the table):
+- in the measurement: DTensor's sharding propagation runs every op on fake tensors of the *global*
+  shape, which the tracker counted (``memcheck_step._untracked_propagation``); the loss was not
+  vocabulary-parallel under PP; the step stopped before the phases that set the real peak (a second
+  micro-batch without PP, the steady state with PP);
+- in the cost model (torchtitan engine terms, ``costmodel.engines``): the peak is the larger of two
+  phases, since gradients are freed each step (their blocks stay in the allocator's cache, a GPU-only
+  term); ZeRO 1 runs as FSDP2 ZeRO 2; gradients accumulate unsharded under PP; DTensor SP keeps the
+  gathered projection inputs; DTensor's vocabulary-parallel embedding computes a full-vocabulary
+  gradient; ``loss_parallel``'s backward holds 16 B per local logit; a GPipe last stage keeps every
+  micro-batch's fp32 log-softmax until its backward (``costmodel.memory.held_loss_bytes``)."""

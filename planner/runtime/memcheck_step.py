@@ -2,9 +2,13 @@
 
 The step is what the plan's schedule makes this rank do, in the order that sets its memory peak:
 
-- without pipelining, one micro-batch forward and backward (``planner.runtime.apply.Runtime`` runs
-  the micro-batches one after the other; each frees its activations before the next), then AdamW;
-- with pipelining, the forwards the schedule runs before this rank's first backward, then the
+- without pipelining, one micro-batch forward and backward, and a second one when the step has
+  several (``planner.runtime.apply.Runtime`` runs the micro-batches one after the other; each frees
+  its activations before the next, and from the second on they meet the gradients accumulated so
+  far), then AdamW;
+- with pipelining, the forwards the schedule runs before this rank's first backward, the first
+  backward, then (when micro-batches remain) one steady-state forward, which again holds the full
+  warm-up's micro-batches but now beside the gradients the first backward accumulated, then the
   backwards in the schedule's order, as ``torch.distributed.pipelining`` does it: GPipe holds all
   ``m`` micro-batches; 1F1B and ZB-H1 ``min(pp - r, m)`` (Narayanan et al. 2021 §2.2.1);
   interleaved 1F1B the warm-up of Megatron-LM's ``schedules.py``, ``2 (pp - r - 1) + (v - 1) pp``
@@ -56,12 +60,48 @@ class _PeakTracker(FSDPMemTracker):
     def __init__(self, stages: list[nn.Module], optimizer: torch.optim.Optimizer) -> None:
         super().__init__(stages[0], optimizer)
         self._root_mod = nn.ModuleList(stages)  # instrument every local chunk's FSDP units
+        self.propagating = 0
+        """Depth of DTensor sharding propagations in progress (see :func:`_untracked_propagation`)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.propagating:  # global-shape metadata tensors of DTensor's propagation: never allocated
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
 
     def _update_peak_stats(self, peak_state: Any) -> None:
         for dev, snap in self._curr_mem_snap.items():
             if self._peak_mem.get(dev, 0) < snap["Total"]:
                 self._peak_mem[dev] = snap["Total"]
                 self._peak_mem_snap[dev] = dict(snap)
+
+
+@contextlib.contextmanager
+def _untracked_propagation(tracker: _PeakTracker) -> Iterator[None]:
+    """Keep DTensor's sharding propagation out of the tracker's count.
+
+    To learn an op's output shape, DTensor runs it on fake tensors of the *global* shape
+    (``ShardingPropagator._propagate_tensor_meta_non_cached``, torch/distributed/tensor/
+    _sharding_prop.py); on a GPU they allocate nothing. The tracker skips them by comparing fake
+    modes, which fails when the whole step runs in one fake mode, as here (DTensor then reuses it:
+    ``detect_fake_mode() or FakeTensorMode()``): a vocabulary-parallel loss was counted with two
+    full-vocabulary fp32 logits (+7.8 GiB on Llama 3.1 8B at 8k tokens). For the tracked step the
+    method is wrapped to raise ``tracker.propagating``; the original is restored on exit."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracker.propagating += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            tracker.propagating -= 1
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = wrapped  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -79,8 +119,8 @@ def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
     """The actions of pipeline rank ``pp_rank`` up to its steady state, then each chunk's last
     micro-batch (see the module docstring for the orders and their sources)."""
     pp, v, m = plan.mesh.pp, plan.schedule.virtual_stages, plan.schedule.num_microbatches
-    if pp == 1:
-        return [Action("F", 0, 0), Action("B", 0, 0, last=True)]
+    if pp == 1:  # micro-batches one after the other, each reduced (Runtime); the second meets the first's gradients
+        return [a for mb in range(min(m, 2)) for a in (Action("F", 0, mb), Action("B", 0, mb, last=True))]
     name = plan.schedule.name
     if name == "gpipe":
         flight = m * v
@@ -89,9 +129,13 @@ def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
     else:
         flight = min(pp - pp_rank, m)
     fwd = [_chunk_micro(i, pp, v, forward=True) for i in range(flight)]
-    bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight)]
-    order = [x for x in bwd if x in set(fwd)] + [x for x in fwd if x not in set(bwd)]  # then drain the rest
-    actions = [Action("F", c, mb) for c, mb in fwd] + [Action("B", c, mb, last=mb == m - 1) for c, mb in order]
+    steady = [_chunk_micro(flight, pp, v, forward=True)] if flight < m * v else []
+    bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight + len(steady))]
+    done = set(fwd + steady)
+    order = [x for x in bwd if x in done] + [x for x in fwd + steady if x not in set(bwd)]  # then drain the rest
+    actions = [Action("F", c, mb) for c, mb in fwd] + [Action("B", *order[0], last=order[0][1] == m - 1)]
+    actions += [Action("F", c, mb) for c, mb in steady] + [Action("B", c, mb, last=mb == m - 1) for c, mb in order[1:]]
+    fwd = fwd + steady
     for chunk in range(v):
         if (chunk, m - 1) not in set(fwd):
             actions += [Action("F", chunk, m - 1), Action("B", chunk, m - 1, last=True)]
@@ -138,11 +182,21 @@ def _loss_context(build: RankBuild) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
+def _loss(build: RankBuild, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The runtime's loss on the last chunk's output: a pipeline stage under TP hands on its local
+    vocabulary shard, which the loss wraps back into a DTensor as ``planner.runtime.apply`` does."""
+    from torch.distributed.tensor import DTensor
+
+    from planner.runtime.apply import _vocab_sharded_loss, next_token_loss
+
+    if build.loss_parallel and not isinstance(logits, DTensor):
+        return _vocab_sharded_loss(next_token_loss, build.tp_mesh, logits, labels)
+    return next_token_loss(logits, labels)
+
+
 def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
                  boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, float]:
     """Bytes per category at this rank's peak (``CATEGORIES``) plus ``total``, from FSDPMemTracker."""
-    from planner.runtime.apply import next_token_loss
-
     last_chunk = len(plan.stages) - 1
     params = [p for stage in build.stages for p in stage.parameters()]
     with fake_mode:
@@ -152,7 +206,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
         opt.step()
         opt.zero_grad(set_to_none=True)
         tracker = _PeakTracker(build.stages, opt)
-        with tracker:
+        with tracker, _untracked_propagation(tracker):
             held: dict[tuple[int, int], torch.Tensor] = {}
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
@@ -161,7 +215,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
                         out = stage(_inputs(build, act.chunk, plan, boundaries))
                         if build.chunks[act.chunk] == last_chunk:
                             labels = torch.zeros(out.shape[:2], dtype=torch.long, device=FAKE_DEVICE)
-                            out = next_token_loss(out, labels)
+                            out = _loss(build, out, labels)
                     held[(act.chunk, act.micro)] = out
                     del out
                     continue

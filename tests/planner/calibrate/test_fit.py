@@ -86,3 +86,16 @@ def test_factors_that_move_every_run_alike_are_refused(model_path: str, cluster_
     with pytest.raises(InputError, match="cannot tell (compute from memory|memory from compute)"):
         _check_determined(runs, ["compute", "memory", "step_fixed"], sens)
     _check_determined(runs, ["compute", "memory", "step_fixed"], np.stack([column, column**2, np.ones(6)], axis=1))
+
+
+def test_the_latency_factor_scales_the_cluster_link_latencies(model_path: str, cluster_path: str) -> None:
+    """``latency`` multiplies the cluster's per-hop latencies (not an efficiency capped at 1): runs
+    measured with every collective waiting 200x longer per hop are recovered."""
+    cluster = load_cluster(cluster_path)
+    truth = {"compute": 0.6, "latency": 200.0, "step_fixed": 0.01}
+    runs = measured_runs(model_path, cluster, truth)
+    result = calibrate(runs, cluster, list(truth))
+    assert result.values["latency"] == pytest.approx(200.0, rel=1e-2)
+    assert result.cluster.intra_node_latency_us == pytest.approx(30.0 * 200, rel=1e-2)
+    assert result.cluster.network_latency_us == pytest.approx(30.0 * 200, rel=1e-2)
+    assert result.cluster.efficiency == apply(cluster, {k: result.values[k] for k in ("compute", "step_fixed")}).efficiency

@@ -29,7 +29,8 @@ def _first_backward(actions) -> int:
 
 def test_schedules_hold_their_in_flight_micro_batches() -> None:
     """1F1B rank r holds min(pp - r, m) forwards at its first backward, GPipe all m, interleaved
-    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one; every chunk ends on a synced backward."""
+    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one, then one steady-state forward;
+    every chunk ends on a synced backward."""
     base = dict(dp=1, global_batch=8, seq_len=128)
     one = _plan({**base, "pp": 4})
     assert [_first_backward(schedule_actions(one, r)) for r in range(4)] == [4, 3, 2, 1]
@@ -47,7 +48,13 @@ def test_schedules_hold_their_in_flight_micro_batches() -> None:
             assert len(syncs) == 1 and syncs[0].micro == last
         forwards = {(a.chunk, a.micro) for a in steps if a.kind == "F"}
         assert forwards == {(a.chunk, a.micro) for a in steps if a.kind == "B"}
-    assert [a.kind for a in schedule_actions(_plan(base), 0)] == ["F", "B"]
+    # the steady state: after the first backward one more forward holds the warm-up's micro-batches
+    # again, now beside the gradients the first backward accumulated
+    assert [(a.kind, a.micro) for a in schedule_actions(one, 0)[4:7]] == [("B", 0), ("F", 4), ("B", 1)]
+    assert [a.kind for a in schedule_actions(gpipe, 0)].count("F") == 8  # GPipe holds them all: no steady state
+    # without pipelining a second micro-batch meets the first one's gradients
+    assert [a.kind for a in schedule_actions(_plan(base), 0)] == ["F", "B", "F", "B"]
+    assert [a.kind for a in schedule_actions(_plan({**base, "global_batch": 1}), 0)] == ["F", "B"]
 
 
 def test_extrapolated_depth_equals_full_depth() -> None:
@@ -73,7 +80,8 @@ def test_extrapolated_depth_equals_full_depth() -> None:
     assert quick.extrapolated and not full.extrapolated
     assert quick.measured_peak_gib == pytest.approx(full.measured_peak_gib, rel=1e-6)
     for cat, value in full.measured_gib.items():
-        assert quick.measured_gib[cat] == pytest.approx(value, rel=1e-6, abs=1e-9), cat
+        # categories to the KiB (a few KiB of per-unit bookkeeping tensors are not affine in depth)
+        assert quick.measured_gib[cat] == pytest.approx(value, rel=1e-6, abs=1e-5), cat
     assert full.predicted_peak_gib == quick.predicted_peak_gib
 
 
