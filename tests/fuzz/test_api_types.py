@@ -34,6 +34,7 @@ def test_estimate_arguments(name, value) -> None:
 def test_plan_arguments(name, value) -> None:
     ok = (name == "time_limit_s" and (value is None or (isinstance(value, float) and 0 < value <= 604800)))
     ok |= name == "memory_headroom_gib" and isinstance(value, float) and 0 <= value <= 1e6
+    ok |= name == "top_k" and type(value) is int and value == 0  # documented: no alternatives
     if ok:
         return
     with pytest.raises(InputError) as err:

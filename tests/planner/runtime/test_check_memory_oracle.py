@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from planner.runtime.memcheck import check_memory
-from planner.runtime.memcheck_cases import CASES, case_plan
+from planner.runtime.memcheck_cases import CASES, case_model, case_plan
 
 WITHIN, UNDER = 0.10, 0.03
 IN_CI = ("llama70b-fsdp64-zero3", "mixtral-fsdp8-zero3", "llama8b-tp8-sp-zero0-1mb")
@@ -27,7 +27,7 @@ case is the bench's)."""
 @pytest.mark.parametrize("name", IN_CI)
 def test_prediction_within_10_percent_never_3_percent_under(name: str) -> None:
     case = next(c for c in CASES if c.name == name)
-    result = check_memory(case_plan(case))
+    result = check_memory(case_plan(case), model=case_model(case))
     for rank in result.ranks:
         assert rank.measured_peak_gib > 1.0
         assert -UNDER <= rank.error <= WITHIN, (name, rank.pp_rank, rank.measured_peak_gib, rank.predicted_peak_gib)
