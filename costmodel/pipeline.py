@@ -37,10 +37,12 @@ def bubble_fraction(pp: int, num_microbatches: int, vpp: int = 1, schedule: str 
 
 
 def p2p_exposed(p2p_s: float, pp: int, num_microbatches: int, vpp: int, overlapped: bool) -> float:
-    """Exposed pipeline send/receive time: the fill and drain hops (forward and backward) always sit
-    on the critical path; in non-interleaved 1F1B each steady-state step also waits on its exchange
-    (Megatron ``schedules.py`` blocks on send/recv unless ``overlap_p2p_comm`` with interleaving)."""
+    """Exposed pipeline send/receive time: the first micro-batch's hops through the pipeline and back
+    (2(p − 1), the fill and drain) always sit on the critical path; in non-interleaved 1F1B each
+    further micro-batch also waits on its exchange each way (Megatron ``schedules.py`` blocks on
+    send/recv unless ``overlap_p2p_comm`` with interleaving): 2(m − 1) more. One micro-batch over two
+    stages is one send forward and one back."""
     if pp == 1:
         return 0.0
     fill = 2 * (pp - 1) * p2p_s
-    return fill if overlapped else fill + 2 * num_microbatches * p2p_s
+    return fill if overlapped else fill + 2 * max(0, num_microbatches - 1) * p2p_s
