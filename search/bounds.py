@@ -51,6 +51,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
@@ -198,14 +199,21 @@ def _bottleneck(v: ViewSums, ranks: int, chunks: int, view: object, memo: dict |
         lo = hi
     elif _fits_in_chunks(cum, lo, chunks):
         hi = lo
+    lo = _bisect_floor(lo, hi, lambda x: _fits_in_chunks(cum, x, chunks))
+    if memo is not None:
+        memo[key] = lo
+    return lo
+
+
+def _bisect_floor(lo: float, hi: float, fits: Callable[[float], bool]) -> float:
+    """``lo`` after :data:`BISECTIONS` halvings of ``[lo, hi]`` towards the least value that ``fits``
+    (monotone, true at ``hi`` when ``hi > lo``): still at most that least value, so a sound floor."""
     for _ in range(BISECTIONS if hi > lo else 0):
         mid = (lo + hi) / 2
-        if _fits_in_chunks(cum, mid, chunks):
+        if fits(mid):
             hi = mid
         else:
             lo = mid
-    if memo is not None:
-        memo[key] = lo
     return lo
 
 
@@ -231,14 +239,13 @@ def _makespan(v: ViewSums, ranks: int, view: object, memo: dict | None) -> float
         groupings = [[sum(part) for part in parts] for parts in _partitions(extras) if len(parts) <= ranks]
         lo = max(v.total_s / ranks, max(extras, default=0.0), t)
         hi = lo + t + max(extras, default=0.0)
-        if _fits_on_ranks(groupings, t, blocks, ranks, lo):
+        def fits(x: float) -> bool:
+            return _fits_on_ranks(groupings, t, blocks, ranks, x)
+
+        if fits(lo):
             hi = lo
-        for _ in range(BISECTIONS if hi > lo and _fits_on_ranks(groupings, t, blocks, ranks, hi) else 0):
-            mid = (lo + hi) / 2
-            if _fits_on_ranks(groupings, t, blocks, ranks, mid):
-                hi = mid
-            else:
-                lo = mid
+        if hi > lo and fits(hi):
+            lo = _bisect_floor(lo, hi, fits)
     if memo is not None:
         memo[key] = lo
     return lo
