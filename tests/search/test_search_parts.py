@@ -121,7 +121,9 @@ def test_search_cut_short_by_its_time_limit_says_so() -> None:
 def test_time_limit_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     """The search's clock is this process's CPU time here, so that other work on a shared machine
     neither eats the limit nor stretches the check (the deadline logic is the same on either
-    clock); the full search needs about 4x the limit, so a search that ignored it would fail."""
+    clock). CPU time still stretches on a loaded virtual machine (a CI run measured 1.11 s for a
+    0.5 s limit, 0.47 s when idle), so the check compares with the same search unlimited, run
+    here under the same load: it needs over 4x the limit, so a search that ignored it fails."""
     from types import SimpleNamespace
 
     import search.core
@@ -132,9 +134,12 @@ def test_time_limit_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(search.core, "time", cpu_clock)
     monkeypatch.setattr(search.frontier, "time", cpu_clock)
     model, cluster = resolve_model_arg("gpt3-175b"), resolve_cluster_arg("dgx-a100")
-    limit = 0.5
+    limit = 0.3
     start = time.process_time()
     result = search_plan(model, cluster, SearchRequest(gpus=1024, global_batch=1536, seq_len=2048, time_limit_s=limit))
     used = time.process_time() - start
+    start = time.process_time()
+    search_plan(model, cluster, SearchRequest(gpus=1024, global_batch=1536, seq_len=2048))
+    unlimited = time.process_time() - start
     assert result.best is not None and result.stats.status == "timeout"
-    assert used <= limit * 1.1 + 0.35  # enumeration before the clock can stop is bounded too
+    assert used <= 0.6 * unlimited, (used, unlimited)  # enumeration before the clock can stop is bounded too
