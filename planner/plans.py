@@ -30,6 +30,7 @@ def plan(
     seq_len: int,
     target: str = "native",
     precision: str = "bf16",
+    compile: bool | None = None,
     top_k: int = 3,
     time_limit_s: float | None = None,
     memory_headroom_gib: float = 0.0,
@@ -64,6 +65,11 @@ def plan(
     Engine / torchao / MXFP8 on Blackwell, ``costmodel.precision``); a GPU without FP8 tensor cores
     is bad input.
 
+    ``compile`` True plans for fused elementwise kernels (torch.compile on torchtitan, which also
+    lets its plans overlap TP communication as async TP; the export turns both on), False for
+    kernels run op by op; None keeps the target engine's default (``costmodel.engines``: torchtitan
+    eager, the others fused).
+
     Raises :class:`InputError` for bad input and :class:`NoFeasiblePlanError` (with the nearest miss
     and what would make it fit) when nothing fits.
     """
@@ -72,6 +78,8 @@ def plan(
     _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s, memory_headroom_gib)
     if precision not in ("bf16", "fp8"):
         raise InputError(f"precision must be bf16 or fp8 (got {precision!r:.40})")
+    if compile is not None and not isinstance(compile, bool):
+        raise InputError(f"compile must be True, False or None (got {compile!r:.40})")
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
     if precision == "fp8" and cluster_spec.gpu.peak_fp8_tflops is None:
         raise InputError(f"precision fp8: GPU {cluster_spec.gpu.name} has no FP8 tensor cores (use --precision bf16)")
@@ -83,7 +91,7 @@ def plan(
                               micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]
                         time_limit_s=default_time_limit(gpus, time_limit_s), constraints=Constraints(**chosen.model_dump()),
-                        precisions=(precision,))
+                        precisions=(precision,), compile=compile)
     result = search_plan(model_spec, cluster_spec, req, progress)
     if result.best is None:
         raise NoFeasiblePlanError(_miss_message(result, gpus), _shortfall(result))

@@ -9,7 +9,8 @@ one chunk (the layout's loss stage ``L``). deepspeed: ZeRO <= 1 with pp > 1; no 
 models (``runtime/engine.py`` ``_validate_zero3_moe_compatibility``); the split DeepSpeed's
 ``PipelineModule`` makes (``costmodel.table.deepspeed_stage_layers``); recompute none or full for every
 layer; no cp, no sp, no tp overlap; 1f1b. torchtitan: ZeRO 0 or 3 (FSDP2); ep dividing the sharded dp
-(dp under ZeRO-3, else 1) x cp (``ParallelDims``); one recompute mode; sp with every tp > 1; no zb-h1.
+(dp under ZeRO-3, else 1) x cp (``ParallelDims``); one recompute mode; sp with every tp > 1; no zb-h1;
+tp overlap only as async TP, which needs torch.compile (``CompileConfig.__post_init__``).
 native: anything.
 """
 
@@ -103,6 +104,8 @@ def _torchtitan(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[
         out.append("torchtitan has no zb-h1 schedule")
     if cfg.tp > 1 and not cfg.sp:
         out.append("torchtitan applies sequence parallelism with every tp > 1 (sp must be on)")
+    if cfg.tp_comm_overlap and cfg.compile is not True:
+        out.append("torchtitan overlaps tp communication only as async TP, which needs torch.compile (config.compile true)")
     return out
 
 

@@ -23,7 +23,8 @@ out literally (issue 3; the same space ``search.space`` documents):
 - engine: the target's (``native`` for native); deepspeed overlaps the gradient reduction only with
   ZeRO 1-3 (``overlap_comm``) and the parameter gather only with ZeRO-3 (stages 1-2 gather inside
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
-  (no setting) and torchtitan (async TP needs torch.compile, off by default).
+  (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
+  ``compile`` is ``request.compile`` (None: the engine's default).
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
 megatron (one mode for all layers, or full recomputation of the first N layers of every chunk;
@@ -109,13 +110,14 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
             if req.target == "torchtitan" and ((dp if zero == 3 else 1) * cp) % ep:
                 continue  # torchtitan carves EP out of dp_shard x cp
             m = req.global_batch // (mb * dp)
-            overlaps = (False, True) if sp and req.target in ("native", "megatron") else (False,)
+            async_tp = req.target == "torchtitan" and req.compile is True  # async TP needs torch.compile
+            overlaps = (False, True) if sp and (req.target in ("native", "megatron") or async_tp) else (False,)
             for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):
                 if not _satisfies(c, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero, micro_batch=mb, sp=sp, schedule=schedule):
                     continue
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, micro_batch=mb,
                            global_batch=req.global_batch, seq_len=req.seq_len, schedule=schedule, attention=attention,
-                           tp_comm_overlap=overlap, engine=req.target, **_overlaps(req.target, zero))
+                           tp_comm_overlap=overlap, engine=req.target, compile=req.compile, **_overlaps(req.target, zero))
 
 
 def _overlaps(target: str, zero: int) -> dict[str, bool]:

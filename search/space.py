@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
-from search.targets import engine_fields, rules_for, zero_allowed
+from search.targets import engine_fields, rules_for, tp_overlap_allowed, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -130,6 +130,7 @@ class Option:
     engine: str = "native"
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    compile: bool | None = None
 
     @property
     def num_microbatches(self) -> int:
@@ -164,9 +165,9 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                 for zero in zeros:
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
-                    overlap = sp and rules.tp_comm_overlap
+                    overlap = sp and tp_overlap_allowed(rules, req.target, req.compile)
                     yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap,
-                                 precision, split if vpp == 1 else None, **engine_fields(req.target, zero))  # type: ignore[arg-type]
+                                 precision, split if vpp == 1 else None, **engine_fields(req.target, zero), compile=req.compile)  # type: ignore[arg-type]
 
 
 def _engine_split(model: ModelSpec, mesh: Mesh, kind: str) -> tuple[int, ...] | None:

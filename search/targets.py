@@ -50,8 +50,8 @@ class TargetRules:
     tp_comm_overlap: bool
     """TP communication may overlap its GEMMs (Megatron ``--tp-comm-overlap``, which needs SP).
     DeepSpeed has no such setting; torchtitan's async TP needs torch.compile
-    (``CompileConfig.__post_init__`` in torchtitan/config/configs.py), which is off by default and
-    which its export does not turn on, so its plans run the TP collectives synchronously."""
+    (``CompileConfig.__post_init__`` in torchtitan/config/configs.py), which is off by default, so
+    its plans overlap only when compiled (:func:`tp_overlap_allowed`)."""
     recompute_modes: tuple[str, ...] = ALL_MODES
     """Recomputation modes the engine has (DeepSpeed checkpoints whole layers only)."""
     moe_zero: tuple[int, ...] = (0, 1, 2, 3)
@@ -70,6 +70,13 @@ RULES: dict[str, TargetRules] = {
     "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
                              recompute_modes=("none", "full"), moe_zero=(0, 1, 2), split="deepspeed"),
 }
+
+
+def tp_overlap_allowed(rules: TargetRules, target: str, compile: bool | None) -> bool:
+    """Whether ``target``'s plans may overlap TP communication with its GEMMs: where the engine has
+    the setting (:attr:`TargetRules.tp_comm_overlap`), and for torchtitan when the plan compiles
+    (async TP, ``compile.enable_async_tensor_parallel``, needs ``compile.enable``)."""
+    return rules.tp_comm_overlap or (target == "torchtitan" and compile is True)
 
 
 def rules_for(target: str) -> TargetRules:

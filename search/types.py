@@ -86,6 +86,10 @@ class SearchRequest:
     precisions: tuple[str, ...] = ("bf16",)
     """GEMM precisions to search (``("bf16", "fp8")`` adds FP8 projections where the GPU has FP8
     tensor cores; ``costmodel.precision``)."""
+    compile: bool | None = None
+    """``ParallelConfig.compile`` of every candidate: True fuses the elementwise ops (torch.compile
+    for torchtitan, which also lets its plans overlap TP communication: async TP), False runs them
+    op by op; None: the target engine's default (``costmodel.engines``)."""
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="restrict the plan to what this engine can express (default native: everything)")
     how.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
                      help="GEMM precision of the blocks' projections (fp8: Transformer Engine / torchao FP8, MXFP8 on Blackwell; needs FP8 tensor cores)")
+    how.add_argument("--compile", action=argparse.BooleanOptionalAction,
+                     help="fused elementwise kernels: torch.compile for torchtitan (default off there; also allows async TP), "
+                          "--no-compile for unfused code (default: the target engine's)")
     how.add_argument("--top-k", metavar="K", type=_non_negative_int, default=3, help="runners-up to record (default 3)")
     how.add_argument("--time-limit", metavar="SEC", type=_positive_float,
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
@@ -132,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with stdout_to_stderr():  # a factory's prints, a solver's banner: stdout carries the result alone
             plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
-                             seq_len=args.seq_len, target=args.target, precision=args.precision, top_k=args.top_k, time_limit_s=args.time_limit,
+                             seq_len=args.seq_len, target=args.target, precision=args.precision, compile=args.compile, top_k=args.top_k, time_limit_s=args.time_limit,
                              memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress,
                              **constraint_values(args))
     finally:

@@ -13,6 +13,10 @@ for other models, and sets what the plan decides:
   k % pp, the "loop" mapping of ``distributed/pipeline_parallel.py``), CP and EP;
 - ``config.activation_checkpoint``: ``FullAC.Config()``, ``SelectiveAC.Config()`` or ``None`` (the
   ``full`` / ``selective`` / ``none`` subcommands of ``ActivationCheckpointingConfig``);
+- ``config.compile`` for a plan that compiles (``config.compile`` true): ``CompileConfig`` with
+  ``enable``, the default ``components`` (model and loss) and ``enable_async_tensor_parallel`` when
+  the plan overlaps TP communication (async TP; ``CompileConfig.__post_init__`` refuses it without
+  the compiled model). Plans that do not compile keep torchtitan's default (eager);
 - ``config.training``: ``local_batch_size``, ``global_batch_size``, ``seq_len``, bf16 parameters,
   ``mixed_precision_reduce = "float32"`` (the only value 0.3.0 accepts) and, with PP,
   ``disable_cuda_graphs = True`` (``Trainer.Config._validate_cuda_graphs`` refuses PP otherwise).
@@ -62,14 +66,20 @@ class TorchtitanExport(BaseModel):
     parallelism: dict[str, Any]
     activation_checkpoint: str
     """``full``, ``selective`` or ``none``."""
+    compile: dict[str, Any] | None
+    """``CompileConfig`` arguments for a compiled plan (None: torchtitan's default, eager)."""
     training: dict[str, Any]
     nproc_per_node: int
     nnodes: int
     notes: list[str]
 
     def sections(self) -> dict[str, Any]:
-        """``{"parallelism": ..., "activation_checkpoint": ..., "training": ...}``."""
-        return {"parallelism": self.parallelism, "activation_checkpoint": self.activation_checkpoint, "training": self.training}
+        """``{"parallelism": ..., "activation_checkpoint": ..., "training": ...}`` and ``"compile"``
+        for a compiled plan."""
+        out: dict[str, Any] = {"parallelism": self.parallelism, "activation_checkpoint": self.activation_checkpoint}
+        if self.compile is not None:
+            out["compile"] = self.compile
+        return out | {"training": self.training}
 
     def python(self) -> str:
         """The config-registry module: save as ``meshplan_job.py`` and run torchtitan with
@@ -90,6 +100,9 @@ class TorchtitanExport(BaseModel):
                 imports.insert(0, "from torchtitan.components.quantization.float8 import Float8LinearConverter")
         body += [f"    config.parallelism.{k} = {v!r}" for k, v in self.parallelism.items()]
         body += [f"    config.activation_checkpoint = {AC_POLICIES[self.activation_checkpoint]}"]
+        if self.compile is not None:
+            imports.insert(0, "from torchtitan.config.configs import CompileConfig")
+            body.append(f"    config.compile = CompileConfig({', '.join(f'{k}={v!r}' for k, v in self.compile.items())})")
         body += [f"    config.training.{k} = {v!r}" for k, v in self.training.items()]
         body += ["    return config"]
         return "\n".join(head + imports + ["", ""] + body) + "\n"
@@ -111,7 +124,7 @@ def torchtitan_export(plan: Plan, model: ModelSpec) -> TorchtitanExport:
     m = plan.mesh
     return TorchtitanExport(
         header=describe(plan), base=base, flavor=flavor, precision=plan.config.precision, parallelism=_parallelism(plan, model, parts), activation_checkpoint=mode,
-        training=_training(plan), nproc_per_node=min(plan.request.gpus, m.gpus_per_node), nnodes=m.nodes, notes=notes,
+        compile=_compile(plan), training=_training(plan), nproc_per_node=min(plan.request.gpus, m.gpus_per_node), nnodes=m.nodes, notes=notes,
     )
 
 
@@ -177,6 +190,18 @@ def _offload_notes(plan: Plan) -> list[str]:
     if plan.mesh.zero != 3:
         raise UnsupportedPlanError(TARGET, "config.offload_optimizer", f"zero {plan.mesh.zero}: torchtitan offloads through FSDP2 (zero 3) only")
     return ["enable_cpu_offload also moves parameters and gradients to the host (FSDP2 CPUOffloadPolicy): slower than the plan's optimizer-only offload"]
+
+
+def _compile(plan: Plan) -> dict[str, Any] | None:
+    """``CompileConfig`` arguments of a compiled plan: torch.compile on the model and the loss
+    (torchtitan's default ``components``), with async TP where the plan overlaps TP communication
+    (torchtitan/config/configs.py ``CompileConfig``); None where the plan runs eager."""
+    cfg = plan.config
+    if cfg.compile is not True:
+        if cfg.tp_comm_overlap:
+            raise UnsupportedPlanError(TARGET, "config.tp_comm_overlap", "torchtitan overlaps TP communication only as async TP, which needs torch.compile; re-plan with --compile")
+        return None
+    return {"enable": True, "components": ["model", "loss"], "enable_async_tensor_parallel": cfg.tp_comm_overlap}
 
 
 def _training(plan: Plan) -> dict[str, Any]:

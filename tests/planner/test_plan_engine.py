@@ -49,6 +49,20 @@ def test_plan_is_searched_and_estimated_on_the_targets_engine(tmp_path: Path, ta
         assert cfg.overlap_grad_reduce == (cfg.zero >= 1) and cfg.overlap_param_gather == (cfg.zero == 3)
 
 
+def test_a_compiled_torchtitan_plan_fuses_and_overlaps_tp_as_async_tp() -> None:
+    """``compile=True`` reaches every candidate: the plan compiles, overlaps its TP collectives (async
+    TP needs the compiled model), is faster than the eager plan of the same request, and the
+    estimate with the same flags reproduces it."""
+    eager = planner.plan(**LLAMA70, **SHAPE, target="torchtitan", top_k=0)
+    plan = planner.plan(**LLAMA70, **SHAPE, target="torchtitan", compile=True, top_k=0)
+    assert plan.config.compile is True and plan.config.tp_comm_overlap
+    assert plan.estimate.step_time_s < 0.97 * eager.estimate.step_time_s
+    same = planner.estimate(**_flags(plan, "torchtitan"), compile=True)
+    assert same.step_time_s == pytest.approx(plan.estimate.step_time_s, rel=1e-12)
+    with pytest.raises(InputError, match="compile must be True, False or None"):
+        planner.plan(**LLAMA70, **SHAPE, target="torchtitan", compile="yes")
+
+
 def test_deepspeed_without_zero_reduces_after_the_backward() -> None:
     plan = planner.plan(**LLAMA70, **SHAPE, zero=0, target="deepspeed", top_k=0)
     assert plan.config.zero == 0 and not plan.config.overlap_grad_reduce

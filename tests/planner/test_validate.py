@@ -135,6 +135,13 @@ def test_a_plan_is_estimated_on_its_targets_engine(target: str) -> None:
     assert plan_problems(make(target=target, **fitting)) == []
 
 
+def test_torchtitan_overlaps_tp_communication_only_when_compiled() -> None:
+    """torchtitan's TP overlap is async TP, which its ``CompileConfig`` refuses without torch.compile."""
+    shape = dict(tp=2, sp=True, pp=1, dp=4, zero=0, recompute="full", tp_comm_overlap=True)
+    one_problem_with(make(target="torchtitan", **shape), "async TP, which needs torch.compile")
+    assert plan_problems(make(target="torchtitan", compile=True, **shape)) == []
+
+
 def test_megatron_block_recompute_is_the_same_n_in_every_chunk() -> None:
     spec = resolve_model_arg(MODEL)
     chunks = ((1, 17), (17, 35))  # default split of pp 2: embedding + 16 blocks | 16 blocks + norm + head

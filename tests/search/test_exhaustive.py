@@ -60,6 +60,20 @@ def test_targets_narrow_the_space(target: str) -> None:
         assert all(c.stage_layers == default_stage_layers(spec, c.pp) for c in configs)
 
 
+def test_compiled_torchtitan_plans_may_overlap_tp_communication() -> None:
+    """torchtitan overlaps TP communication only as async TP, which needs torch.compile: a compiled
+    request tries it with SP, an eager one never, and every configuration carries the request's
+    ``compile``."""
+    spec = model(blocks=2)
+    eager = list(configurations(spec, cluster(), SearchRequest(gpus=4, global_batch=4, seq_len=128, max_vpp=2, target="torchtitan")))
+    compiled = list(configurations(spec, cluster(), SearchRequest(gpus=4, global_batch=4, seq_len=128, max_vpp=2, target="torchtitan",
+                                                                  compile=True)))
+    assert not any(c.tp_comm_overlap for c in eager) and all(c.compile is None for c in eager)
+    assert all(c.compile is True for c in compiled)
+    assert {c.tp_comm_overlap for c in compiled if c.sp} == {False, True}
+    assert not any(c.tp_comm_overlap for c in compiled if not c.sp)
+
+
 def test_nonuniform_false_keeps_the_default_split_and_one_mode() -> None:
     spec = model()
     req = SearchRequest(gpus=2, global_batch=2, seq_len=128, nonuniform=False)

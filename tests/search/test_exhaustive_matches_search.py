@@ -103,6 +103,19 @@ def test_search_equals_the_exhaustive_optimum(case: Case) -> None:
     assert plan_problems(plan, case.model) == []
 
 
+@pytest.mark.parametrize("compile_", [True, False])
+def test_compiled_torchtitan_search_equals_the_exhaustive_optimum(compile_: bool) -> None:
+    """``compile`` reaches every candidate of both solvers (torch.compile, and async TP with it on
+    torchtitan), and the search still finds the exhaustive optimum."""
+    model, cluster = tiny_gpt(2, 128, 4, 4, 512, swiglu=True, tied=False), small_cluster(1.0)
+    req = SearchRequest(gpus=4, global_batch=4, seq_len=256, max_vpp=2, top_k=2, target="torchtitan", compile=compile_)
+    found, truth = search_plan(model, cluster, req), exhaustive_search(model, cluster, req)
+    assert found.best is not None and truth.best is not None
+    assert found.best.step_time_s == pytest.approx(truth.best.step_time_s, rel=REL), (found.best.config, truth.best.config)
+    assert found.best.config.compile is compile_ and truth.best.config.compile is compile_
+    assert plan_problems(build_plan(model, model, cluster, req, found, timing=False), model) == []
+
+
 TINY_LLAMA = {
     "model_type": "llama", "hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 4,
     "num_key_value_heads": 4, "num_hidden_layers": 4, "vocab_size": 4096, "max_position_embeddings": 2048,

@@ -38,6 +38,18 @@ def test_plan_writes_a_valid_plan_and_prints_a_summary(meshplan, tiny, tmp_path:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json", "plan.json"]  # no temporary file left
 
 
+def test_compile_plans_a_compiled_torchtitan_job_and_exports_it(meshplan, tiny, tmp_path: Path) -> None:
+    """``--compile`` reaches the plan (every candidate compiles; async TP where TP is used) and the
+    torchtitan export turns torch.compile on."""
+    out, job = tmp_path / "plan.json", tmp_path / "job.py"
+    proc = meshplan("plan", *tiny, "--target", "torchtitan", "--compile", "--tp", "2", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    plan = load_plan(out)
+    assert plan.config.compile is True and plan.config.tp_comm_overlap and plan_problems(plan) == []
+    assert meshplan("export", str(out), "--to", "torchtitan", "-o", str(job)).returncode == 0
+    assert "config.compile = CompileConfig(enable=True, components=['model', 'loss'], enable_async_tensor_parallel=True)" in job.read_text()
+
+
 def test_json_is_the_plan_file_byte_for_byte_and_deterministic(meshplan, tiny, tmp_path: Path) -> None:
     first = meshplan("plan", *tiny, "--json", "-o", str(tmp_path / "plan.json"))
     second = meshplan("plan", *tiny, "--json")

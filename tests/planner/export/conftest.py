@@ -74,6 +74,8 @@ ENGINE_CASES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "llama8b-megatron-uneven-cp": ("llama3.1-8b", "megatron", dict(tp=2, pp=2, cp=2, dp=2, sp=True, zero=1, stage_layers=(15, 20), global_batch=64, seq_len=8192, recompute="full")),
     "llama8b-torchtitan-interleaved": ("llama3.1-8b", "torchtitan", dict(tp=2, pp=2, dp=4, sp=True, zero=3, vpp=2, schedule="interleaved-1f1b", global_batch=64, seq_len=4096, micro_batch=2, recompute="full")),
     "llama8b-torchtitan-cp": ("llama3.1-8b", "torchtitan", dict(tp=2, cp=2, dp=4, sp=True, zero=3, global_batch=64, seq_len=8192, recompute="full")),
+    "llama8b-torchtitan-compiled-async-tp": ("llama3.1-8b", "torchtitan", dict(tp=2, dp=8, sp=True, zero=3, global_batch=64, seq_len=4096, micro_batch=2,
+                                                                                recompute="selective", compile=True, tp_comm_overlap=True)),
     "llama8b-deepspeed-pipeline": ("llama3.1-8b", "deepspeed", dict(tp=1, pp=2, dp=8, zero=1, global_batch=64, seq_len=4096, recompute="full")),
     "llama8b-deepspeed-zero3": ("llama3.1-8b", "deepspeed", dict(tp=2, dp=8, zero=3, global_batch=64, seq_len=4096, recompute="full")),
     "llama70b-megatron-interleaved": ("llama3.1-70b", "megatron", dict(tp=8, pp=4, dp=2, sp=True, zero=1, vpp=2, schedule="interleaved-1f1b", global_batch=128, seq_len=8192, recompute="full")),

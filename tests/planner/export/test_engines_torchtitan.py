@@ -67,6 +67,16 @@ def test_batch_and_micro_batches_as_planned(parsed) -> None:
         assert t.mixed_precision_reduce == "float32"
 
 
+def test_compile_and_async_tp_reach_torchtitans_config(parsed) -> None:
+    """A compiled plan turns on ``compile.enable`` (model and loss), and async TP exactly where the
+    plan overlaps TP communication; eager plans keep torchtitan's default (off)."""
+    for cid, (plan, cfg) in parsed.items():
+        assert cfg.compile.enable == (plan.config.compile is True), cid
+        assert cfg.compile.enable_async_tensor_parallel == plan.config.tp_comm_overlap, cid
+    assert any(cfg.compile.enable_async_tensor_parallel for _, cfg in parsed.values())
+    assert not all(cfg.compile.enable for _, cfg in parsed.values())
+
+
 def test_optimizer_offload_reaches_torchtitans_config(parsed) -> None:
     """``training.enable_cpu_offload`` (FSDP2 CPUOffloadPolicy) for optimizer offload."""
     for cid, (plan, cfg) in parsed.items():

@@ -71,12 +71,24 @@ def test_pipelined_jobs_disable_cuda_graphs_and_reduce_in_fp32(plan_of) -> None:
     ({"zero": 2}, "mesh.zero"),
     ({"sp": False}, "mesh.sp"),
     ({"schedule": "zb-h1"}, "schedule.name"),
+    ({"tp_comm_overlap": True}, "config.tp_comm_overlap"),
 ])
 def test_refusals_name_the_field(plan_of, change: dict, field: str) -> None:
     plan = plan_of(**{**FSDP_PP, **change})
     with pytest.raises(UnsupportedPlanError) as err:
         unchecked(plan, "torchtitan")
     assert err.value.field == field and field in str(err.value)
+
+
+def test_a_compiled_plan_writes_compile_config_with_async_tp_where_it_overlaps(plan_of) -> None:
+    compiled = unchecked(plan_of(**{**FSDP_PP, "compile": True, "tp_comm_overlap": True}), "torchtitan")
+    assert compiled.compile == {"enable": True, "components": ["model", "loss"], "enable_async_tensor_parallel": True}
+    assert ("config.compile = CompileConfig(enable=True, components=['model', 'loss'], enable_async_tensor_parallel=True)\n"
+            in compiled.python())
+    assert "from torchtitan.config.configs import CompileConfig" in compiled.python()
+    assert unchecked(plan_of(**{**FSDP_PP, "compile": True}), "torchtitan").compile["enable_async_tensor_parallel"] is False
+    eager = unchecked(plan_of(**FSDP_PP), "torchtitan")
+    assert eager.compile is None and "compile" not in eager.python()
 
 
 def test_refuses_per_layer_recompute_mix(plan_of) -> None:
