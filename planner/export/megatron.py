@@ -89,7 +89,7 @@ def megatron_export(plan: Plan, model: ModelSpec) -> MegatronExport:
     groups = {
         "GPT_MODEL_ARGS": _model_args(plan, model, notes),
         "TRAINING_ARGS": _training_args(plan, parts),
-        "MODEL_PARALLEL_ARGS": _parallel_args(plan, model, parts, notes),
+        "MODEL_PARALLEL_ARGS": _parallel_args(plan, model, parts),
     }
     m = plan.mesh
     fsdp = m.zero >= 2
@@ -285,7 +285,7 @@ def _block_count(parts: list[Chunk]) -> int:
     return n
 
 
-def _parallel_args(plan: Plan, model: ModelSpec, parts: list[Chunk], notes: list[str]) -> list[str]:
+def _parallel_args(plan: Plan, model: ModelSpec, parts: list[Chunk]) -> list[str]:
     """Degrees, sequence parallelism, the stage layout, sharding and overlap."""
     m, cfg = plan.mesh, plan.config
     args = ["--tensor-model-parallel-size", str(m.tp), "--pipeline-model-parallel-size", str(m.pp),
@@ -302,10 +302,11 @@ def _parallel_args(plan: Plan, model: ModelSpec, parts: list[Chunk], notes: list
     if m.zero == 1:
         args.append("--use-distributed-optimizer")
     elif m.zero >= 2:
+        if m.pp > 1:  # the validator's megatron rule (planner.validate_target), for plans of another target
+            raise UnsupportedPlanError(TARGET, "mesh.zero", f"zero {m.zero} is Megatron FSDP, which Megatron-LM runs without pipelining only (pp {m.pp}); "
+                                                            "re-plan with --target megatron")
         args += ["--use-distributed-optimizer", "--use-megatron-fsdp", "--data-parallel-sharding-strategy", FSDP_STRATEGY[m.zero],
                  "--ckpt-format", "fsdp_dtensor"]
-        if m.pp > 1:
-            notes.append(f"zero {m.zero} is Megatron FSDP; with pipeline parallelism it needs a Megatron-LM whose FSDP supports PP")
     if m.dp * m.cp > 1 and cfg.overlap_grad_reduce:
         args.append("--overlap-grad-reduce")
         if m.zero >= 1 and cfg.overlap_param_gather:

@@ -185,6 +185,17 @@ def test_refuses_a_schedule_megatron_does_not_run(plan_of) -> None:
     assert err.value.field == "schedule.name"
 
 
+@pytest.mark.parametrize("zero", [2, 3])
+def test_refuses_megatron_fsdp_with_pipelining(plan_of, zero: int) -> None:
+    """The validator's megatron rule, held by the exporter too: a native plan with ZeRO-2/3 and PP
+    has no Megatron-LM launcher (Megatron FSDP runs without pipelining)."""
+    plan = plan_of(tp=2, pp=2, dp=4, sp=True, zero=zero, global_batch=64, seq_len=4096)
+    with pytest.raises(UnsupportedPlanError, match="mesh.zero") as err:
+        unchecked(plan, "megatron").argv()
+    assert "without pipelining" in str(err.value)
+    assert "--use-megatron-fsdp" in unchecked(plan_of(tp=2, pp=1, dp=8, sp=True, zero=zero, global_batch=64, seq_len=4096), "megatron").argv()
+
+
 def test_refuses_recompute_that_is_not_the_first_blocks_of_every_chunk(plan_of) -> None:
     modes = ["none"] * 35
     modes[5] = "full"  # the fifth block of chunk 0, not its first
