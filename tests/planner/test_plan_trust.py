@@ -9,27 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.specs import ParallelConfig
-from costmodel.step import estimate_step
-from costmodel.table import build_cost_table
 from planner.errors import InputError
-from planner.inputs import resolve_cluster_arg, resolve_model_arg
-from planner.plans import build_plan, estimate_plan, load_plan, plan_model, spec_digest
-from search.types import Candidate, SearchRequest, SearchResult, SearchStats
-
-FACTORY = '''
-import pathlib
-from torch import nn
-pathlib.Path(__file__).with_name("ran").write_text("x")
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(64, 256), nn.Linear(256, 64)
-    def forward(self, x):
-        return x + self.b(self.a(x).relu())
-def make():
-    return nn.Sequential(nn.Embedding(512, 64), *[Block() for _ in range(4)], nn.Linear(64, 512))
-'''
+from planner.plans import estimate_plan, load_plan, plan_model, spec_digest
+from tests.planner.factory_plans import FACTORY, fixed_plan_file
 
 
 @pytest.fixture(scope="module")
@@ -38,14 +20,7 @@ def traced(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("traced")
     factory = folder / "model.py"
     factory.write_text(FACTORY)
-    arg = f"{factory}:make"
-    spec, hw = resolve_model_arg(arg), resolve_cluster_arg("dgx-h100")
-    cfg = ParallelConfig(dp=8, zero=1, global_batch=64, seq_len=1024)
-    req = SearchRequest(gpus=8, global_batch=64, seq_len=1024, target="native", top_k=0)
-    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
-    plan = build_plan(arg, spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
-    path = folder / "plan.json"
-    path.write_text(plan.to_json())
+    path = fixed_plan_file(folder, f"{factory}:make")
     (folder / "ran").unlink()
     return factory, path
 

@@ -9,41 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from costmodel.specs import ParallelConfig
-from costmodel.step import estimate_step
-from costmodel.table import build_cost_table
 from planner.cli import main
 from planner.errors import InputError
-from planner.inputs import resolve_cluster_arg, resolve_model_arg
-from planner.plans import build_plan, load_plan, runtime_model
-from search.types import Candidate, SearchRequest, SearchResult, SearchStats
-
-FACTORY = '''
-import pathlib
-from torch import nn
-pathlib.Path(__file__).with_name("ran").write_text("x")
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.a, self.b = nn.Linear(64, 256), nn.Linear(256, 64)
-    def forward(self, x):
-        return x + self.b(self.a(x).relu())
-def make(blocks=4):
-    return nn.Sequential(nn.Embedding(512, 64), *[Block() for _ in range(blocks)], nn.Linear(64, 512))
-def make5():
-    return make(5)
-'''
-
-
-def _plan_file(folder: Path, arg: str) -> Path:
-    spec, hw = resolve_model_arg(arg), resolve_cluster_arg("dgx-h100")
-    cfg = ParallelConfig(dp=8, zero=1, global_batch=64, seq_len=1024)
-    req = SearchRequest(gpus=8, global_batch=64, seq_len=1024, target="native", top_k=0)
-    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
-    plan = build_plan(arg, spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
-    path = folder / "plan.json"
-    path.write_text(plan.to_json())
-    return path
+from planner.plans import load_plan, runtime_model
+from tests.planner.factory_plans import FACTORY, fixed_plan_file
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +21,7 @@ def traced(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     ``mine/model.py`` is the same factory in the user's own folder."""
     folder = tmp_path_factory.mktemp("named")
     (folder / "model.py").write_text(FACTORY)
-    path = _plan_file(folder, f"{folder / 'model.py'}:make")
+    path = fixed_plan_file(folder, f"{folder / 'model.py'}:make")
     (folder / "ran").unlink()
     (folder / "mine").mkdir()
     (folder / "mine" / "model.py").write_text(FACTORY)
@@ -106,7 +75,7 @@ def test_retrace_builds_what_the_plan_names_and_checks_it(traced) -> None:
 
 
 def test_a_preset_plan_needs_no_model(tmp_path: Path) -> None:
-    plan = load_plan(_plan_file(tmp_path, "gpt-1.7b"))
+    plan = load_plan(fixed_plan_file(tmp_path, "gpt-1.7b"))
     assert runtime_model(plan) == "gpt-1.7b"
     with pytest.raises(InputError, match="parameters but the plan.s model"):
         runtime_model(plan, "gpt-3.6b")
