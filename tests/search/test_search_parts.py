@@ -5,8 +5,11 @@ infeasibility)."""
 from __future__ import annotations
 
 import itertools
+import json
 import math
-import time
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -118,28 +121,38 @@ def test_search_cut_short_by_its_time_limit_says_so() -> None:
     assert "time-limit" in result.hints[0] and any("GPUs" in h for h in result.hints)
 
 
-def test_time_limit_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The search's clock is this process's CPU time here, so that other work on a shared machine
-    neither eats the limit nor stretches the check (the deadline logic is the same on either
-    clock). CPU time still stretches on a loaded virtual machine (a CI run measured 1.11 s for a
-    0.5 s limit, 0.47 s when idle), so the check compares with the same search unlimited, run
-    here under the same load: it needs over 4x the limit, so a search that ignored it fails."""
-    from types import SimpleNamespace
-
-    import search.core
-    import search.frontier
-    from planner.inputs import resolve_cluster_arg, resolve_model_arg
-
-    cpu_clock = SimpleNamespace(perf_counter=time.process_time)
-    monkeypatch.setattr(search.core, "time", cpu_clock)
-    monkeypatch.setattr(search.frontier, "time", cpu_clock)
-    model, cluster = resolve_model_arg("gpt3-175b"), resolve_cluster_arg("dgx-a100")
-    limit = 0.3
+TIME_LIMIT_PROBE = """
+import json, time
+from types import SimpleNamespace
+import search.core, search.frontier
+from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from search.core import search_plan
+from search.types import SearchRequest
+search.core.time = search.frontier.time = SimpleNamespace(perf_counter=time.process_time)
+model, cluster = resolve_model_arg("gpt3-175b"), resolve_cluster_arg("dgx-a100")
+out = {}
+for name, limit in (("limited", 0.3), ("unlimited", None)):
     start = time.process_time()
     result = search_plan(model, cluster, SearchRequest(gpus=1024, global_batch=1536, seq_len=2048, time_limit_s=limit))
-    used = time.process_time() - start
-    start = time.process_time()
-    search_plan(model, cluster, SearchRequest(gpus=1024, global_batch=1536, seq_len=2048))
-    unlimited = time.process_time() - start
-    assert result.best is not None and result.stats.status == "timeout"
+    out[name] = (time.process_time() - start, result.stats.status, result.best is not None)
+print(json.dumps(out))
+"""
+"""Times a 0.3 s-limited search of GPT-3 175B on 1,024 A100s and the same search unlimited, on the
+process's CPU clock (which the search is made to use), in a fresh process."""
+
+
+def test_time_limit_is_honoured() -> None:
+    """A time-limited search stops near its limit. It runs on the process's CPU clock, so that other
+    work on a shared machine neither eats the limit nor stretches the check (the deadline logic is
+    the same on either clock), and in a fresh process: inside the full suite the same search once
+    used 1.24 CPU s for a 0.3 s limit (0.30 s alone) while the unlimited one used 1.48 s (1.0-1.3
+    alone), so the suite's process, not the search, set the figure. The check compares with the
+    same search unlimited, run under the same load: it needs over 3x the limit, so a search that
+    ignored the limit fails."""
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", TIME_LIMIT_PROBE], cwd=root, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    (used, status, found), (unlimited, _, _) = out["limited"], out["unlimited"]
+    assert found and status == "timeout"
     assert used <= 0.6 * unlimited, (used, unlimited)  # enumeration before the clock can stop is bounded too
