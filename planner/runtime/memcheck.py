@@ -11,8 +11,9 @@ What torch's tracker cannot see is kept apart, explicitly (``costmodel.step.rank
 the cluster's ``runtime_overhead_gib`` (CUDA context, NCCL communicators and their buffers, the
 framework's workspaces), the caching allocator's slack (``costmodel.step.FRAGMENTATION`` of the
 activations: rounding and fragmentation) and its cache (gradients freed by ``zero_grad`` before the
-peak stay reserved; the freed bf16 logits' block an eager loss's fp32 backward buffers cannot reuse). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the
-cost model's allocated-memory prediction (``costmodel.step.rank_allocated_bytes``), and
+peak stay reserved; the freed bf16 logits' block an eager loss's fp32 backward buffers cannot
+reuse). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the cost model's
+allocated-memory prediction (``costmodel.step.rank_allocated_bytes``), and
 ``predicted_gpu_peak_gib`` the plan's full per-GPU figure.
 """
 
