@@ -127,6 +127,19 @@ class EngineTerms:
     backward (DTensor ``ColwiseParallel`` after ``SequenceParallel`` norms: autograd saves the
     gathered ``mm`` input, torchtitan's eager TP), where Megatron-LM keeps the sequence shard and
     all-gathers it again in backward (Korthikanti et al. 2022 §4.2.2)."""
+    sac_caches_unread_outputs: bool = False
+    """Eager op-level selective checkpointing keeps every saved op's output until the recomputation
+    replays it, also outputs backward never reads: ``_CachingTorchDispatchMode`` (torch/utils/
+    checkpoint.py) stores the outputs of every ``MUST_SAVE`` op, so the block's output projections
+    (``wo`` / ``w2``, whose outputs only feed the residual add) stay cached when the every-other-matmul
+    rule saves them. Under torch.compile AOTAutograd's min-cut partitioner
+    (torch/_functorch/partitioners.py ``min_cut_rematerialization_partition``) ``MUST_SAVE`` only bans
+    recomputation: a node is saved only where the backward graph reads it
+    (``costmodel.activations.block_activation_bytes``)."""
+    loss_strands_logits: bool = False
+    """The loss runs eagerly on an fp32 copy of the bf16 logits and its backward allocates fp32
+    buffers twice the bf16 logits' size, so the caching allocator cannot reuse the freed bf16 logits'
+    block for them and it stays reserved at the loss's peak (``costmodel.memory.stranded_logit_bytes``)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -164,6 +177,8 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         pp_unsharded_grads=titan and cfg.pp > 1,
         tp_embedding_full_grad=titan,
         sp_saves_gathered_inputs=titan,
+        sac_caches_unread_outputs=titan and not fused,
+        loss_strands_logits=titan,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
     )

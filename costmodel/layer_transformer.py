@@ -16,6 +16,19 @@ from costmodel.specs import ClusterSpec, TransformerLayer
 
 
 def _projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float, float, float]]:
+    """:func:`_projection_parts`, attention then MLP, as one list."""
+    attn, mlp = _projection_parts(layer, cfg)
+    return attn + mlp
+
+
+def _feeds_residual(layer: TransformerLayer, cfg: LocalConfig) -> list[bool]:
+    """For each of :func:`_projections`, whether its output only feeds the residual add (the last
+    projection of the attention and of the MLP: ``wo`` and ``w2``), so that backward never reads it
+    (the add's gradient passes through unchanged; a matmul's gradients read its input and weight)."""
+    return [i == len(part) - 1 for part in _projection_parts(layer, cfg) for i in range(len(part))]
+
+
+def _projection_parts(layer: TransformerLayer, cfg: LocalConfig) -> tuple[list[tuple[float, float, float]], list[tuple[float, float, float]]]:
     """The dense block's projections in execution order as (n, k, output width) per token on one
     rank, under TP's column (QKV, FC1) and row (out-projection, FC2) splits (Shoeybi et al. 2019
     §3). Megatron fuses Q, K and V into one GEMM (and gate and up); torchtitan runs ``wq``, ``wk``,
@@ -33,7 +46,7 @@ def _projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float,
         mlp = [(up / t, h, up / t), (h, f / t, h)]
     if layer.is_mla:
         attn = _mla_projections(layer, cfg)
-    return attn + ([] if layer.is_moe else mlp)
+    return attn, ([] if layer.is_moe else mlp)
 
 
 def _mla_projections(layer: TransformerLayer, cfg: LocalConfig) -> list[tuple[float, float, float]]:
@@ -262,7 +275,7 @@ def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: Cluster
     ep_link = _ep_comm(layer, cfg, cluster)
     local = _transformer_local_params(layer, cfg)
     z3_link, z3_exposed = _zero3_comm(local[0], cfg, cluster, fwd, bwd)
-    act, work = block_activation_bytes(layer, cfg, [w for _, _, w in _projections(layer, cfg)])
+    act, work = block_activation_bytes(layer, cfg, [w for _, _, w in _projections(layer, cfg)], _feeds_residual(layer, cfg))
     links = {"tp": tp_link, "cp": cp_link, "ep": ep_link, "dp": z3_link}
     exposed = tp_exposed + cp_exposed + ep_link + z3_exposed
     hidden = (tp_link - tp_exposed) + (cp_link - cp_exposed) + (z3_link - z3_exposed)

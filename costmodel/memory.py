@@ -172,3 +172,25 @@ def held_loss_bytes(model: ModelSpec, tokens: float, tp: int, schedule: str, ran
         return 0.0
     vocab = sum(x.vocab_size for x in model.layers if isinstance(x, HeadLayer))
     return max(flight - 1.0, 0.0) * tokens * vocab / tp * LOSS_SAVED_BYTES_PER_LOGIT
+
+
+def stranded_logit_bytes(model: ModelSpec, tokens: float, tp: int, rank: int, pp: int) -> float:
+    """Bytes the caching allocator keeps reserved but unused at an eager loss's backward, on the
+    pipeline rank holding the head: the block of the freed bf16 logits, ``ACT_BYTES`` per logit
+    (``tokens · V / t`` logits).
+
+    torchtitan's loss is ``F.cross_entropy(pred.flatten(0, 1).float(), labels)`` with ``del pred``
+    before ``loss.backward()`` (torchtitan/train.py at the benchmark commit, trainer.py in 0.3.0): the
+    forward holds the bf16 logits (2 B per logit), their fp32 copy (4) and ``log_softmax``'s fp32
+    output (4); backward frees the bf16 logits and the fp32 copy, then allocates ``nll_loss``'s fp32
+    gradient (4, into the fp32 copy's block) and ``log_softmax``'s fp32 input gradient (4) while the
+    saved output is still held. PyTorch's caching allocator serves a request from the smallest cached
+    free block at least as large and otherwise maps new memory, releasing cached blocks only when
+    that fails (c10/cuda/CUDACachingAllocator.cpp, header comment); the bf16 block is half the size
+    of the fp32 request, so it stays reserved beside the ``costmodel.engines.TORCH_LOGIT_WORK`` bytes
+    at the step's largest transient, and again each step [assumption: nothing else is large enough
+    to fill it then; not measured on a GPU]."""
+    if rank != pp - 1:
+        return 0.0
+    vocab = sum(x.vocab_size for x in model.layers if isinstance(x, HeadLayer))
+    return ACT_BYTES * tokens * vocab / tp

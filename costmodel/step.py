@@ -17,7 +17,7 @@ from costmodel.engines import EngineTerms, engine_terms
 from costmodel.offload import activation_offload_time, optimizer_offload_time
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
 from costmodel.local import LocalConfig
-from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes
+from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes, stranded_logit_bytes
 from costmodel.pipeline import p2p_exposed, pipeline_time_folded
 from costmodel.ranks import Ranks, RankSums, rank_costs
 from costmodel.specs import EfficiencySpec, EmbeddingLayer, ParallelConfig
@@ -405,8 +405,8 @@ def _rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
     acts = flight * t.act_bytes + t.work_bytes
     if terms.grads_freed_each_step:
         acts, grads = _peak_phase(cfg, t, flight, grads, end_work)
+    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     if cfg.schedule == "gpipe":
-        tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
         acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
     allocated = {
         "params": d[0] + e[0],
@@ -419,6 +419,7 @@ def _rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
         "allocator_slack": FRAGMENTATION * acts,
         "allocator_cache": max(0.0, d[1] + e[1] - grads),
+        "allocator_loss_block": stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0,
     }
     return allocated, gpu_only
 
@@ -441,6 +442,8 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
       (``planner/reference/published_runs.csv``) differ by 15.4 GiB where the model states differ by
       10.5 GiB, and by 14.0 GiB with the sharded gradients [assumption: the freed gradient blocks are
       not reused by the activations].
+    - ``allocator_loss_block``: the freed bf16 logits' block an eager loss's fp32 backward buffers
+      cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``).
     """
     return _rank_parts(table, cfg, t, rank)[1]
 

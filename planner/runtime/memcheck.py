@@ -11,8 +11,9 @@ What torch's tracker cannot see is kept apart, explicitly (``costmodel.step.rank
 the cluster's ``runtime_overhead_gib`` (CUDA context, NCCL communicators and their buffers, the
 framework's workspaces), the caching allocator's slack (``costmodel.step.FRAGMENTATION`` of the
 activations: rounding and fragmentation) and its cache (gradients freed by ``zero_grad`` before the
-peak stay reserved). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the
-cost model's allocated-memory prediction (``costmodel.step.rank_allocated_bytes``), and
+peak stay reserved; the freed bf16 logits' block an eager loss's fp32 backward buffers cannot
+reuse). The tracker counts tensor storages exactly, so ``predicted_peak_gib`` is the cost model's
+allocated-memory prediction (``costmodel.step.rank_allocated_bytes``), and
 ``predicted_gpu_peak_gib`` the plan's full per-GPU figure.
 """
 
@@ -49,7 +50,7 @@ class RankMemory(BaseModel):
     measured_gib: dict[str, float]
     predicted_gib: dict[str, float]
     gpu_only_gib: dict[str, float]
-    """Terms a GPU run has and the tracker cannot see: runtime overhead, allocator slack and cache."""
+    """Terms a GPU run has and the tracker cannot see: runtime overhead, allocator slack, cache and loss block."""
     seconds: float
     extrapolated: bool
     """Measured at shallow depths and extrapolated (``planner.runtime.memcheck_depth``), not at full depth."""
@@ -194,7 +195,7 @@ def _notes(plan: Plan) -> list[str]:
     notes = [
         "measured: torch FSDPMemTracker on fake tensors (tensor storages only, exact bytes)",
         f"GPU-only terms kept apart: runtime overhead {plan.cluster.runtime_overhead_gib:g} GiB "
-        "(CUDA context, NCCL, workspaces), allocator slack on activations, allocator cache of freed gradients",
+        "(CUDA context, NCCL, workspaces), allocator slack on activations, allocator cache of freed gradients and of the loss's bf16 logits",
         f"predicted with the cost model's {PREDICT_ENGINE} engine terms (eager PyTorch and FSDP2, as planner.apply runs)",
     ]
     if plan.mesh.zero == 1:

@@ -62,12 +62,20 @@ def test_fidelity_mean_and_per_source_bias(errors: dict[str, float]) -> None:
         assert abs(sum(errs) / len(errs)) <= 0.08, (source, sum(errs) / len(errs))
 
 
-def test_torchtitan_peak_memory_within_6_percent() -> None:
+def test_torchtitan_peak_memory_never_3_percent_under() -> None:
+    """torchtitan prints the caching allocator's reserved peak (components/metrics.py
+    ``reserved_bytes.all.peak``): the per-GPU peak less the runtime overhead outside the allocator
+    (bench/fidelity.py) is never under it by more than 3 % (issue 11, deliverable 5) nor over by 6 %,
+    and eager runs need more than compiled ones at the same scale."""
     runs, _ = load_runs(CSV)
+    reserved = {}
     for r in runs:
         if r.measured_peak_memory_gib is not None:
-            predicted = estimate_step(build_cost_table(r.model, r.cluster), r.config).peak_memory_gib
-            assert abs(predicted / r.measured_peak_memory_gib - 1) <= 0.06, r.label
+            predicted = estimate_step(build_cost_table(r.model, r.cluster), r.config).peak_memory_gib - r.cluster.runtime_overhead_gib
+            assert -0.03 <= predicted / r.measured_peak_memory_gib - 1 <= 0.06, r.label
+            reserved[(r.config.dp, bool(r.config.compile), r.config.precision)] = predicted
+    for dp in (8, 128):
+        assert reserved[(dp, False, "bf16")] - reserved[(dp, True, "bf16")] > 3.5  # measured 5.4 and 5.0 GiB
 
 
 def test_engine_rows_within_their_published_figures(errors: dict[str, float]) -> None:
