@@ -36,9 +36,15 @@ def test_tables_have_consistent_columns(md: str) -> None:
             assert len(widths) == 1, lines[0]
 
 
-def test_fragments_and_refusals(md: str) -> None:
-    assert "```bash" in md and "--tensor-model-parallel-size" in md
+def test_fragments_and_refusals(md: str, plan_factory) -> None:
+    """The fixture's ZeRO-2 plan with pp 4 and cp 2 has no Megatron-LM launcher (Megatron FSDP runs
+    without pipelining) nor a DeepSpeed one (no cp): both are named; a plan Megatron-LM runs gets its
+    argument fragment."""
+    assert "Not expressible: cannot export to megatron: mesh.zero" in md
     assert "Not expressible: cannot export to deepspeed: mesh.cp" in md
+    expressible = plan_factory("llama3.1-8b", "dgx-h100", (), target="native", tp=2, pp=2, dp=4, sp=True, zero=1, global_batch=64, seq_len=4096)
+    fragments = expressible.report("md")
+    assert "```bash" in fragments and "--tensor-model-parallel-size 2" in fragments
 
 
 def test_timeline_block(md: str) -> None:
