@@ -392,8 +392,10 @@ class ParallelConfig(BaseModel):
     its sequence-parallel release, ``LinearWithGradAccumulationAndAsyncCommunication``); None: the
     engine's default (``costmodel.engines``)."""
     zero3_bucket_params: int = Field(default=0, ge=0)
-    """Parameters fetched per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit).
-    DeepSpeed fetches in ``stage3_prefetch_bucket_size`` buckets (default 50,000,000)."""
+    """Parameters per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit). The DeepSpeed
+    export writes it as ``stage3_prefetch_bucket_size`` (default 50,000,000), which bounds how far
+    DeepSpeed prefetches; its collectives are per parameter (``planner.published`` uses the bucket
+    count as a stand-in for their host work)."""
     engine: Engine = "native"
     """Training engine whose implementation choices the estimate models (``costmodel.engines``)."""
     precision: Precision = "bf16"

@@ -36,9 +36,12 @@ ASSUMPTIONS: dict[str, str] = {
         "counts it); eager attention with dropout (2021, no FlashAttention); synchronous TP collectives "
         "(the code predates Megatron's async TP all-reduce of late 2021, apex PR #1183); GPT-3 PTD-P rows split "
         "model parallelism 96 as tp 8 x pp 12 with 2 layers per virtual stage (run_figure_12.sh: the "
-        "same model and split). ZeRO-3 rows (DeepSpeed, fp16): DeepSpeed's default prefetch bucket "
-        "(5e7 parameters per all-gather), fetched on demand without overlap (latency-bound rings over "
-        "hundreds of ranks leave nothing to hide behind)"
+        "same model and split). ZeRO-3 rows (DeepSpeed of 2021, fp16): parameters fetched on demand "
+        "without overlap (overlap_comm off by default), their collectives counted as one ring per default "
+        "prefetch bucket (5e7 parameters), a stand-in calibrated on these rows: DeepSpeed 0.3 gathers and "
+        "reduce-scatters per parameter with host work that grows with the ranks (stage3.py "
+        "fetch_sub_module, partition_parameters.py _allgather_param), which the buckets' ring latency "
+        "approximates"
     ),
     "megatron": (
         "engine megatron (Megatron-Core). "
@@ -88,7 +91,12 @@ TORCHTITAN_SEQ_LEN = 8192
 GPT3_VOCAB = 51200
 """NeMo's GPT3-175B row prints no vocabulary: GPT-3's 50257 tokens padded to 51200 (Narayanan et al.)."""
 DEEPSPEED_PREFETCH_BUCKET = 50_000_000
-"""DeepSpeed ZeRO-3 ``stage3_prefetch_bucket_size`` default (docs, config-json: 5e7 parameters)."""
+"""DeepSpeed ZeRO-3 ``stage3_prefetch_bucket_size`` default (docs, config-json: 5e7 parameters). The
+ZeRO-3 rows count one collective per bucket: a stand-in for DeepSpeed 0.3's per-parameter gathers and
+reduce-scatters, each with host work linear in the ranks (``torch.cuda.synchronize``, one view and
+copy per rank: deepspeed/runtime/zero/partition_parameters.py ``_allgather_param``, stage3.py), which
+the per-bucket ring latency approximates; no sourced per-operation cost fits all six rows without
+being chosen on them."""
 
 _CLUSTERS = {
     "H100 96GB HBM2e": "grand-teton-h100",
