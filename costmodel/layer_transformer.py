@@ -168,8 +168,9 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
 def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig, backward: bool = False) -> float:
     """HBM bytes of a block's memory-bound forward ops: 2 norms, 2 residual adds, dropouts (replicated
     across TP unless SP), and the activation function (split by TP). Element counts per token, as
-    fused kernels run them: norm 2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f
-    (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op
+    fused kernels run them: norm 2h each, residual add 3h each, with its dropout inside (Megatron's
+    fused bias-dropout-add reads the branch and the residual and writes the sum, 3h, as
+    :data:`EAGER_BIAS_DROPOUT_ADD_ELEMENTS` counts it); GELU 2f, SwiGLU 3f (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op
     (eager PyTorch, ``costmodel.engines``) a block moves :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm
     element, 5f for SwiGLU (``silu`` then the product) and :data:`EAGER_ROTARY_ELEMENTS` per query
     and key element for rotary embeddings (MLA: the rotary part of every query and the one shared
@@ -178,7 +179,7 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig, backward: bool
     ``backward``: the same ops' backward kernels, counted op by op (:data:`NORM_BACKWARD_ELEMENTS`,
     :data:`ACTIVATION_BACKWARD_ELEMENTS`): a fused norm reads x and dy and writes dx (3h); the
     gradients meeting at each residual add are summed (read 2h, write h: 3h, as the add forward);
-    dropout's backward reads dy and the mask and writes dx (2h, as forward); GELU's reads x and dy
+    dropout's backward reads dy and the mask and writes dx (2h, a kernel of its own); GELU's reads x and dy
     and writes dx (3f), SwiGLU's reads gate, up and dy and writes both gradients (5f). Op by op
     (unfused: eager PyTorch, Megatron-LM 2019) the backward moves twice the forward bytes, as every
     backward did before these counts: autograd runs one or two backward ops per forward op and
@@ -189,7 +190,8 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig, backward: bool
         return 2 * _elementwise_bytes(layer, cfg)
     rms = layer.norm == "rmsnorm" and not fused
     norm = EAGER_RMSNORM_ELEMENTS if rms else (NORM_BACKWARD_ELEMENTS if backward else 2)
-    repl = 2 * norm * h + 6 * h + (4 * h if layer.dropout else 0)
+    dropout = 4 * h if layer.dropout and backward else 0  # forward: inside the fused bias-dropout-add
+    repl = 2 * norm * h + 6 * h + dropout
     repl += norm * ((layer.q_lora_rank or 0) + layer.kv_lora_rank)  # MLA's latent norms
     if not fused and (layer.out_bias or layer.mlp_bias or layer.dropout):
         repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h

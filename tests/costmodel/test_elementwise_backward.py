@@ -44,14 +44,15 @@ def view(sp: bool = False, **cfg):  # noqa: ANN003, ANN201
 
 def test_fused_backward_counts_read_input_and_dy_write_dx() -> None:
     """Per token: 2 norms 3h each, 2 residual-gradient sums 3h each, 2 dropouts 2h each (16h,
-    replicated without SP); GELU 3f split by TP. Forward: 14h and 2f."""
+    replicated without SP); GELU 3f split by TP. Forward: 2 norms 2h each and 2 fused
+    bias-dropout-adds 3h each (10h, the dropout inside the add), and 2f."""
     assert NORM_BACKWARD_ELEMENTS == 1 + 1 + 1
     assert ACTIVATION_BACKWARD_ELEMENTS == {"gelu": 1 + 1 + 1, "swiglu": 3 + 2}
     assert SOFTMAX_BACKWARD_EXTRA == 3 - 2
     layer, cfg = view()
     f = 4 * H
     assert _elementwise_bytes(layer, cfg, backward=True) == pytest.approx(2 * TOKENS * (16 * H + 3 * f / 8))
-    assert _elementwise_bytes(layer, cfg) == pytest.approx(2 * TOKENS * (14 * H + 2 * f / 8))
+    assert _elementwise_bytes(layer, cfg) == pytest.approx(2 * TOKENS * (10 * H + 2 * f / 8))
     layer_sp, cfg_sp = view(sp=True)
     assert _elementwise_bytes(layer_sp, cfg_sp, backward=True) == pytest.approx(2 * TOKENS * (16 * H + 3 * f) / 8)
     swiglu, cfg_swiglu = view(act="swiglu")
@@ -60,9 +61,11 @@ def test_fused_backward_counts_read_input_and_dy_write_dx() -> None:
 
 def test_unfused_backward_is_twice_its_forward() -> None:
     """Op by op (Megatron-LM 2019, ``EngineTerms.fused`` False) the backward keeps twice the forward."""
-    layer, cfg = view()
-    cfg = replace(cfg, terms=replace(cfg.terms, fused=False))
+    layer, fused = view()
+    cfg = replace(fused, terms=replace(fused.terms, fused=False))
     assert _elementwise_bytes(layer, cfg, backward=True) == pytest.approx(2 * _elementwise_bytes(layer, cfg))
+    # Megatron-LM 2019's bias, dropout and add as three ops: 7.5h per branch against the fused 3h
+    assert _elementwise_bytes(layer, cfg) - _elementwise_bytes(layer, fused) == pytest.approx(2 * TOKENS * 2 * 4.5 * H)
     fwd, bwd, _, attn = _transformer_compute(layer, cfg, A100)
     fused_fwd, fused_bwd, _, _ = _transformer_compute(*view(), A100)
     assert bwd - fused_bwd > 2 * (fwd - fused_fwd) - 1e-12
