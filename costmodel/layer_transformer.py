@@ -123,11 +123,14 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     Backward GEMMs cost 2x forward (dgrad + wgrad); FlashAttention backward 2.5x forward (it recomputes
     QKᵀ; costmodel-notes 2.3); eager attention executes the full s² (masking skips no work) as one
     batched GEMM over all heads, plus the softmax and dropout passes over the s x s scores.
-    Elementwise ops run op by op (eager) move the bytes :func:`_elementwise_bytes` counts per op.
+    Elementwise ops run op by op (eager) move the bytes :func:`_elementwise_bytes` counts per op;
+    their backward kernels move what it counts with ``backward`` (fused kernels: read the saved
+    input and dy, write dx, per op; the softmax one pass more, :data:`SOFTMAX_BACKWARD_EXTRA`).
     Selective recomputation re-runs the attention core (Megatron) or every
     other matmul and every elementwise op (torchtitan's op-level policy).
     """
     t = cfg.tp
+    fused = cfg.terms is None or cfg.terms.fused
     gemms, sac_gemms = _gemms_time(layer, cfg, cluster)
     frac = CAUSAL_ATTENTION_FRACTION if cfg.flash else 1.0
     core = 2.0 * cfg.tokens * attention_context(layer, cfg.seq_len, frac) * attention_core_width(layer) / t
@@ -137,7 +140,7 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
         sdpa = cfg.terms is not None and cfg.terms.sdpa_fa2
         attn_f = attention_time(cluster, core, d, ctx, layer.causal, sdpa)
         attn_b = attention_time(cluster, 2.5 * core, d, ctx, layer.causal, sdpa)
-        softmax_bytes = 0.0
+        softmax_bytes = softmax_b_bytes = 0.0
     else:
         heads = layer.num_heads / t
         per_head = cfg.tokens / cfg.micro_batch
@@ -145,14 +148,16 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
         attn_f = qk * attention_core_width(layer) / layer.q_width  # QKᵀ, and PV (as wide for MHA)
         attn_b = 2 * attn_f
         drop = 2.5 if layer.dropout else 0.0
-        fused = cfg.terms is None or cfg.terms.fused
         chain = 2.0 if fused else 2.0 + EAGER_SCALE_MASK_PASSES
-        softmax_bytes = (chain + drop) * ACT_BYTES * cfg.tokens * heads * cfg.seq_len
-    fused = cfg.terms is None or cfg.terms.fused
-    mem_f = memory_time(cluster, _elementwise_bytes(layer, cfg) + softmax_bytes, kernels=6 if fused else 18)
+        scores = ACT_BYTES * cfg.tokens * heads * cfg.seq_len
+        softmax_bytes = (chain + drop) * scores
+        softmax_b_bytes = (chain + SOFTMAX_BACKWARD_EXTRA + drop) * scores if fused else 2 * softmax_bytes
+    kernels = 6 if fused else 18
+    mem_f = memory_time(cluster, _elementwise_bytes(layer, cfg) + softmax_bytes, kernels)
+    mem_b = memory_time(cluster, _elementwise_bytes(layer, cfg, backward=True) + softmax_b_bytes, kernels)
     cast_f, cast_b = _fp8_cast_time(layer, cfg, cluster)
     fwd = gemms + attn_f + mem_f + cast_f
-    bwd = 2 * gemms + attn_b + 2 * mem_f + cast_b
+    bwd = 2 * gemms + attn_b + mem_b + cast_b
     if cfg.terms is not None and cfg.terms.op_level_selective:
         selective = sac_gemms + mem_f + cast_f
     else:
@@ -160,28 +165,62 @@ def _transformer_compute(layer: TransformerLayer, cfg: LocalConfig, cluster: Clu
     return fwd, bwd, selective, attn_f + attn_b
 
 
-def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
+def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig, backward: bool = False) -> float:
     """HBM bytes of a block's memory-bound forward ops: 2 norms, 2 residual adds, dropouts (replicated
     across TP unless SP), and the activation function (split by TP). Element counts per token, as
-    fused kernels run them: norm 2h each, residual add 3h each, dropout 2h each; GELU 2f, SwiGLU 3f
-    (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op
+    fused kernels run them: norm 2h each, residual add 3h each, with its dropout inside (Megatron's
+    fused bias-dropout-add reads the branch and the residual and writes the sum, 3h, as
+    :data:`EAGER_BIAS_DROPOUT_ADD_ELEMENTS` counts it); GELU 2f, SwiGLU 3f (read gate and up, write); MLA adds its two latent norms (replicated, split by SP). Op by op
     (eager PyTorch, ``costmodel.engines``) a block moves :data:`EAGER_RMSNORM_ELEMENTS` per RMSNorm
     element, 5f for SwiGLU (``silu`` then the product) and :data:`EAGER_ROTARY_ELEMENTS` per query
     and key element for rotary embeddings (MLA: the rotary part of every query and the one shared
-    rotary key)."""
+    rotary key).
+
+    ``backward``: the same ops' backward kernels, counted op by op (:data:`NORM_BACKWARD_ELEMENTS`,
+    :data:`ACTIVATION_BACKWARD_ELEMENTS`): a fused norm reads x and dy and writes dx (3h); the
+    gradients meeting at each residual add are summed (read 2h, write h: 3h, as the add forward);
+    dropout's backward reads dy and the mask and writes dx (2h, a kernel of its own); GELU's reads x and dy
+    and writes dx (3f), SwiGLU's reads gate, up and dy and writes both gradients (5f). Op by op
+    (unfused: eager PyTorch, Megatron-LM 2019) the backward moves twice the forward bytes, as every
+    backward did before these counts: autograd runs one or two backward ops per forward op and
+    reads their saved inputs [assumption]."""
     h, f = layer.hidden_size, layer.ffn_hidden_size * max(1, layer.moe_top_k)
     fused = cfg.terms is None or cfg.terms.fused
+    if backward and not fused:
+        return 2 * _elementwise_bytes(layer, cfg)
     rms = layer.norm == "rmsnorm" and not fused
-    norm = EAGER_RMSNORM_ELEMENTS if rms else 2
-    repl = 2 * norm * h + 6 * h + (4 * h if layer.dropout else 0)
+    norm = EAGER_RMSNORM_ELEMENTS if rms else (NORM_BACKWARD_ELEMENTS if backward else 2)
+    dropout = 4 * h if layer.dropout and backward else 0  # forward: inside the fused bias-dropout-add
+    repl = 2 * norm * h + 6 * h + dropout
     repl += norm * ((layer.q_lora_rank or 0) + layer.kv_lora_rank)  # MLA's latent norms
     if not fused and (layer.out_bias or layer.mlp_bias or layer.dropout):
         repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h
-    act = (3 if fused else 5) * f if layer.ffn_act == "swiglu" else 2 * f
+    if layer.ffn_act == "swiglu":
+        act = (ACTIVATION_BACKWARD_ELEMENTS["swiglu"] if backward else 3) * f if fused else 5 * f
+    else:
+        act = (ACTIVATION_BACKWARD_ELEMENTS["gelu"] if backward else 2) * f
     if rms:
         heads = layer.num_heads + (1 if layer.is_mla else layer.num_kv_heads)
         act += EAGER_ROTARY_ELEMENTS * heads * (layer.qk_rope_head_dim if layer.is_mla else layer.head_dim)
     return ACT_BYTES * cfg.tokens * (repl / cfg.sp_div + act / cfg.tp)
+
+
+NORM_BACKWARD_ELEMENTS = 3
+"""Element reads and writes per hidden element of a fused LayerNorm / RMSNorm backward: read x and dy,
+write dx; the saved per-token mean and inverse deviation and the weight-gradient reduction are
+O(tokens + h) (apex ``fused_layer_norm_cuda`` ``cuComputeGradInput``, Transformer Engine's layernorm
+backward) [derived, op by op]; the forward reads x and writes y (2)."""
+ACTIVATION_BACKWARD_ELEMENTS = {"gelu": 3, "swiglu": 5}
+"""Element reads and writes per FFN element of a fused activation's backward: GELU reads its input
+and dy and writes dx (3; Megatron ``fused_bias_gelu.py`` ``bias_gelu_back``); SwiGLU reads gate, up
+and dy and writes d(gate) and d(up) (5; Megatron ``fused_bias_swiglu.py`` ``swiglu_back``)
+[derived, op by op]; forward 2 and 3."""
+SOFTMAX_BACKWARD_EXTRA = 1.0
+"""Element passes per attention score that a softmax backward makes beyond its forward: it reads the
+probabilities and their gradient and writes the input gradient (3) where the forward reads the scores
+and writes the probabilities (2) (Megatron ``fused_softmax`` ``scaled_masked_softmax_backward``:
+dx = y·(dy − Σ y·dy)); scaling, masking and dropout move as many bytes backward as forward
+(read dy and the mask, write dx) [derived, op by op]."""
 
 
 EAGER_SCALE_MASK_PASSES = 6.0
