@@ -347,15 +347,42 @@ def _offload_time(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> fl
 
 
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
-    """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, plus the
-    step's fixed cost (the cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`)."""
+    """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, with the
+    gradient passes around it (:func:`_gradient_pass_bytes`), plus the step's fixed cost (the
+    cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`). Affine in ``t.params`` and
+    ``t.expert_params`` (``search.bounds`` relies on it)."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
     shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
-    local = 0.0 if cfg.offload_optimizer else (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
+    shard = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
+    local = 0.0 if cfg.offload_optimizer else shard
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
-    host = cfg.num_microbatches * _terms(table, cfg).microbatch_host_s
-    return ADAM_BYTES_PER_PARAM * local / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
+    terms = _terms(table, cfg)
+    host = cfg.num_microbatches * terms.microbatch_host_s
+    passes = _gradient_pass_bytes(cfg, terms, local, shard if cfg.zero >= 2 else t.params)
+    return (ADAM_BYTES_PER_PARAM * local + passes) / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
+
+
+GRAD_NORM_READS = 1
+"""Passes over the optimizer shard's gradients that gradient clipping makes: one read for the global
+norm (Megatron-LM ``megatron/core/optimizer/clip_grads.py`` ``get_grad_norm_fp32``, a
+``multi_tensor_l2norm``; ``torch.nn.utils.clip_grad_norm_`` in torchtitan; DeepSpeed's
+``get_grad_norm``). Scaling them in place happens only when the norm exceeds the clip, which a
+stable run rarely does [assumption]."""
+
+
+def _gradient_pass_bytes(cfg: ParallelConfig, terms: EngineTerms, shard: float, buffer: float) -> float:
+    """HBM bytes of the optimizer step's gradient passes besides Adam's own: the gradient-norm read
+    over the ``shard`` the GPU updates (:data:`GRAD_NORM_READS`), and zeroing the gradient buffer
+    of ``buffer`` parameters for the next step (Megatron-LM ``zero_grad_buffer`` -> ``grad_data.zero_()``,
+    megatron/core/distributed/param_and_grad_buffer.py: the whole local buffer under ZeRO ≤ 1, the
+    shard under 2-3; DeepSpeed's ``zero_grad``), except where the step frees the gradients instead
+    (torchtitan, ``EngineTerms.grads_freed_each_step``). Gradients are the main-gradient dtype:
+    ``grad_bytes``, fp32 for FSDP2's sharded mixed precision. Not modelled: fp16 runs' loss-scale
+    unscale and inf check (the configuration does not say fp16 from bf16)."""
+    grad = 4 if terms.fp32_sharded_params else cfg.grad_bytes
+    zeroing = 0.0 if terms.grads_freed_each_step else grad * buffer
+    return GRAD_NORM_READS * grad * shard + zeroing
 
 
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
