@@ -76,13 +76,13 @@ def plan(
     from search.core import search_plan
 
     _check_request(gpus, global_batch, seq_len, target, top_k, time_limit_s, memory_headroom_gib)
-    if precision not in ("bf16", "fp8"):
-        raise InputError(f"precision must be bf16 or fp8 (got {precision!r:.40})")
-    if compile is not None and not isinstance(compile, bool):
-        raise InputError(f"compile must be True, False or None (got {compile!r:.40})")
+    problems = engine_option_problems(precision, compile)
+    if problems:
+        raise InputError(*problems)
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
-    if precision == "fp8" and cluster_spec.gpu.peak_fp8_tflops is None:
-        raise InputError(f"precision fp8: GPU {cluster_spec.gpu.name} has no FP8 tensor cores (use --precision bf16)")
+    problems = engine_option_problems(precision, compile, [cluster_spec])
+    if problems:
+        raise InputError(*problems)
     check_target_model(target, model_spec)
     if memory_headroom_gib:
         overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
@@ -113,6 +113,21 @@ def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_
     problems += search_option_problems(target, top_k, time_limit_s, memory_headroom_gib)
     if problems:
         raise InputError(*problems)
+
+
+def engine_option_problems(precision: Any, compile: Any, clusters: list[ClusterSpec] | None = None) -> list[str]:
+    """What is wrong with the engine options ``planner.plan`` and ``planner.sweep`` share, one line
+    each: the GEMM precision (bf16 or fp8, and fp8 only on ``clusters`` whose GPU has FP8 tensor
+    cores) and ``compile`` (True, False or None)."""
+    problems = []
+    if precision not in ("bf16", "fp8"):
+        problems.append(f"precision must be bf16 or fp8 (got {precision!r:.40})")
+    elif precision == "fp8":
+        problems += [f"precision fp8: GPU {c.gpu.name} has no FP8 tensor cores (use --precision bf16)"
+                     for c in clusters or [] if c.gpu.peak_fp8_tflops is None]
+    if compile is not None and not isinstance(compile, bool):
+        problems.append(f"compile must be True, False or None (got {compile!r:.40})")
+    return problems
 
 
 def search_option_problems(target: str, top_k: int, time_limit_s: float | None, memory_headroom_gib: float) -> list[str]:

@@ -57,6 +57,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native", help="engine the plans must suit")
     how.add_argument("--time-limit", metavar="SEC", type=_positive("seconds"), help="per-point search limit (as `meshplan plan --time-limit`)")
     how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative("GiB"), default=0.0, help="GiB per GPU to keep free")
+    how.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
+                     help="GEMM precision of the blocks' projections at every point (fp8 needs FP8 tensor cores on every cluster)")
+    how.add_argument("--compile", action=argparse.BooleanOptionalAction,
+                     help="fused elementwise kernels at every point: torch.compile for torchtitan (also allows async TP); --no-compile for unfused code")
     how.add_argument("--workers", metavar="N", type=positive_int, default=1, help="local processes (default 1)")
     how.add_argument("--ray", metavar="ADDRESS", help="run on a Ray cluster (auto, local or ray://host:port; needs meshplan[ray])")
     add_constraint_flags(parser)
@@ -109,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         result_run = sweep(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch, seq_len=args.seq_len,
                            tokens=args.tokens, critical_batch=args.critical_batch, deadline=args.deadline,
                            price_per_gpu_hour=args.price_per_gpu_hour, target=args.target, time_limit_s=args.time_limit,
-                           memory_headroom_gib=args.memory_headroom, workers=args.workers, ray=args.ray, gpu_tdp_w=args.gpu_tdp_w,
+                           memory_headroom_gib=args.memory_headroom, precision=args.precision, compile=args.compile, workers=args.workers, ray=args.ray, gpu_tdp_w=args.gpu_tdp_w,
                            node_overhead_w=args.node_overhead_w, reports=args.report is not None, progress=_progress(),
                            **constraint_values(args))
     result = result_run.result

@@ -72,10 +72,14 @@ def parse_grid(*, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, toke
 
 def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, tokens: Any = None,
           critical_batch: int | None = None, deadline: Any = None, price_per_gpu_hour: Any = None, target: str = "native",
-          top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float = 0.0, workers: int = 1,
+          top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float = 0.0, precision: str = "bf16",
+          compile: bool | None = None, workers: int = 1,
           ray: str | None = None, gpu_tdp_w: float | None = None, node_overhead_w: float | None = None,
           reports: bool = False, progress: Any = None, **constraints: Any) -> SweepRun:
     """Search the best plan for every grid point (see the module docstring).
+
+    ``precision`` and ``compile`` are :func:`planner.plan`'s, for every point (fp8 needs FP8 tensor
+    cores on every cluster of the grid).
 
     ``constraints``: ``tp``, ``pp``, ``cp``, ``dp``, ``ep``, ``vpp``, ``zero``, ``micro_batch``,
     ``sp``, ``recompute``, ``schedule``, as :func:`planner.plan` takes them, applied to every point.
@@ -87,6 +91,7 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
     and :class:`NoFeasiblePlanError` when no point of the grid has a plan. A deadline that no point
     meets is not an error here: ``result.deadline_miss()`` says so (the CLI exits 3).
     """
+    from planner.plans import engine_option_problems
     from planner.sweep.assemble import assemble
 
     g = parse_grid(cluster=cluster, gpus=gpus, global_batch=global_batch, seq_len=seq_len, tokens=tokens,
@@ -97,9 +102,12 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
 
         require_ray()
     specs = _clusters(g)
+    problems = engine_option_problems(precision, compile, list(specs.values()))
+    if problems:
+        raise InputError(*problems)
     chosen = _check_model(model, target, top_k, time_limit_s, memory_headroom_gib, constraints)
     job = Job(model=model, target=target, top_k=top_k, time_limit_s=time_limit_s, memory_headroom_gib=memory_headroom_gib, reports=reports,
-              constraints=chosen)
+              constraints=chosen, precision=precision, compile=compile)
     points, tasks = layout(g)
     outcomes = run_tasks(job, tasks, workers=workers, ray_address=ray, progress=progress)
     run = assemble(model, g, specs, points, outcomes, target, gpu_tdp_w, node_overhead_w, chosen)

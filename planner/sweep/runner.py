@@ -36,6 +36,10 @@ class Job:
     """Also render each plan's HTML report (in the worker)."""
     constraints: PlanConstraints | None = None
     """Plan constraints of every point (``planner.constraints.read_grid_constraints``)."""
+    precision: str = "bf16"
+    """GEMM precision of every point's plan (``planner.plan``'s ``precision``)."""
+    compile: bool | None = None
+    """``planner.plan``'s ``compile`` for every point (None: the target engine's default)."""
 
 
 @dataclass(frozen=True)
@@ -94,7 +98,7 @@ def _search(job: Job, task: Task, model, cluster, table) -> Outcome:
         return Outcome(task.index, task.global_batch, None, miss="the constraints do not apply: " + "; ".join(problems))
     req = SearchRequest(gpus=task.gpus, global_batch=task.global_batch, seq_len=task.seq_len, target=job.target,  # type: ignore[arg-type]
                         top_k=job.top_k, time_limit_s=default_time_limit(task.gpus, job.time_limit_s),
-                        constraints=Constraints(**chosen.model_dump()))
+                        constraints=Constraints(**chosen.model_dump()), precisions=(job.precision,), compile=job.compile)
     result = search_plan(model, cluster, req, table=table)
     if result.best is None:
         return Outcome(task.index, task.global_batch, None, miss=_miss(result), shortfall_gib=result.nearest_miss.estimate.over_by_gib if result.nearest_miss else None)

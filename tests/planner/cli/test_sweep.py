@@ -45,6 +45,7 @@ def test_sweep_prints_a_table_and_writes_json_report_and_plans(meshplan, tiny, t
     (["--gpus", "8", "--global-batch", "16", "--gpu-tdp-w", "-5"], "--gpu-tdp-w: must be a positive number of watts"),
     (["--gpus", "8", "--global-batch", "16", "--price-per-gpu-hour", "1,2"], "2 prices for 1 clusters"),
     (["--gpus", "8", "--global-batch", "16", "--tp", "3"], "tp 3 does not divide"),
+    (["--gpus", "8", "--global-batch", "16", "--cluster", "dgx-a100", "--precision", "fp8"], "precision fp8: GPU a100-80gb has no FP8 tensor cores"),
 ])
 def test_bad_grids_are_one_line(meshplan, one_line_error, tiny, flags: list[str], fragment: str) -> None:
     one_line_error(meshplan("sweep", *tiny, *flags), 2, fragment)

@@ -93,6 +93,26 @@ def test_constraints_apply_to_every_point_as_in_a_single_plan(tiny_model: str) -
     assert sixteen.status == "no_plan" and "dp 2 x tp 2 x pp 2 x cp 1 = 8 != 16 GPUs" in sixteen.reason
 
 
+def test_precision_and_compile_reach_every_point_as_in_a_single_plan(tiny_model: str) -> None:
+    """``precision`` and ``compile`` are ``planner.plan``'s, for every point of the grid."""
+    options = dict(precision="fp8", compile=True, target="torchtitan")
+    run = sweep(model=tiny_model, cluster="dgx-h100", gpus="8", global_batch="16", seq_len=1024, **options)
+    (point,) = run.result.points
+    single = planner.plan(model=tiny_model, cluster="dgx-h100", gpus=8, global_batch=16, seq_len=1024, **options)
+    assert point.status == "ok" and run.plan(point.index).to_json() == single.to_json()
+    assert single.config.precision == "fp8" and single.config.compile is True
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    (dict(precision="fp8"), "precision fp8: GPU a100-80gb has no FP8 tensor cores"),
+    (dict(precision="fp4"), "precision must be bf16 or fp8"),
+    (dict(compile="yes"), "compile must be True, False or None"),
+])
+def test_engine_options_a_grid_cannot_take_are_input_errors(tiny_model: str, kwargs: dict, message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        sweep(model=tiny_model, cluster="dgx-h100,dgx-a100", gpus="8", global_batch="16", seq_len=1024, **kwargs)
+
+
 @pytest.mark.parametrize(("kwargs", "message"), [
     (dict(tp=3), "tp 3 does not divide 4 attention"),
     (dict(vpp=2, schedule="gpipe"), "vpp 2 needs schedule interleaved-1f1b"),
