@@ -188,3 +188,28 @@ def sac_saved_matmuls(out_widths: list[float]) -> list[bool]:
     """Which of a block's matmuls (in execution order, by output width) torchtitan's op-level
     selective checkpointing saves: the 1st, 3rd, 5th, ... (see :data:`TORCHTITAN_SAC_SAVED_MM`)."""
     return [(i + 1) % TORCHTITAN_SAC_SAVED_MM == 1 for i in range(len(out_widths))]
+
+
+GRAD_BUCKET_PARAMS = 40_000_000
+"""Megatron DDP's least gradient bucket, in parameters: with ``--overlap-grad-reduce`` and no
+``--ddp-bucket-size`` a bucket holds max(40M, 1M x dp) parameters (megatron/core/distributed/
+distributed_data_parallel.py: larger DP groups get larger buckets so that ring chunks stay
+bandwidth-bound). Each bucket is one collective, launched when its last gradient is ready."""
+GRAD_BUCKET_PARAMS_PER_RANK = 1_000_000
+"""Megatron's bucket growth per data-parallel rank (same source as :data:`GRAD_BUCKET_PARAMS`)."""
+DEEPSPEED_REDUCE_BUCKET_PARAMS = 500_000_000
+"""DeepSpeed ZeRO ``reduce_bucket_size`` default (elements reduced per collective; DeepSpeed config
+docs, zero_optimization)."""
+TORCH_DDP_BUCKET_BYTES = 25 * 2**20
+"""PyTorch DDP ``bucket_cap_mb`` default, 25 MiB of gradients per bucket (torch.nn.parallel.
+DistributedDataParallel), which torchtitan's DDP path uses."""
+
+
+def grad_bucket_params(cfg: ParallelConfig) -> float:
+    """Parameters per gradient bucket of ``cfg.engine`` (:data:`GRAD_BUCKET_PARAMS`,
+    :data:`DEEPSPEED_REDUCE_BUCKET_PARAMS`, :data:`TORCH_DDP_BUCKET_BYTES`)."""
+    if cfg.engine == "deepspeed":
+        return DEEPSPEED_REDUCE_BUCKET_PARAMS
+    if cfg.engine == "torchtitan":
+        return TORCH_DDP_BUCKET_BYTES / cfg.grad_reduce_bytes
+    return max(GRAD_BUCKET_PARAMS, GRAD_BUCKET_PARAMS_PER_RANK * cfg.dp * cfg.cp)

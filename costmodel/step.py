@@ -13,8 +13,9 @@ import math
 from dataclasses import dataclass
 
 from costmodel import comm
-from costmodel.engines import EngineTerms, engine_terms
+from costmodel.engines import EngineTerms, engine_terms, grad_bucket_params
 from costmodel.offload import activation_offload_time, optimizer_offload_time
+from costmodel.optimizer import ADAM_BYTES_PER_PARAM, gradient_pass_bytes
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes, stranded_logit_bytes
@@ -23,22 +24,6 @@ from costmodel.ranks import Ranks, RankSums, rank_costs
 from costmodel.specs import EfficiencySpec, EmbeddingLayer, ParallelConfig
 from costmodel.table import CostTable
 
-ADAM_BYTES_PER_PARAM = 30
-"""Adam step traffic per local parameter: read fp32 grad, master, m, v (16 B), write master, m, v
-(12 B) and the bf16 copy (2 B) (costmodel-notes 2.3, derived)."""
-GRAD_BUCKET_PARAMS = 40_000_000
-"""Megatron DDP's least gradient bucket, in parameters: with ``--overlap-grad-reduce`` and no
-``--ddp-bucket-size`` a bucket holds max(40M, 1M x dp) parameters (megatron/core/distributed/
-distributed_data_parallel.py: larger DP groups get larger buckets so that ring chunks stay
-bandwidth-bound). Each bucket is one collective, launched when its last gradient is ready."""
-GRAD_BUCKET_PARAMS_PER_RANK = 1_000_000
-"""Megatron's bucket growth per data-parallel rank (same source as :data:`GRAD_BUCKET_PARAMS`)."""
-DEEPSPEED_REDUCE_BUCKET_PARAMS = 500_000_000
-"""DeepSpeed ZeRO ``reduce_bucket_size`` default (elements reduced per collective; DeepSpeed config
-docs, zero_optimization)."""
-TORCH_DDP_BUCKET_BYTES = 25 * 2**20
-"""PyTorch DDP ``bucket_cap_mb`` default, 25 MiB of gradients per bucket (torch.nn.parallel.
-DistributedDataParallel), which torchtitan's DDP path uses."""
 STEP_FIXED_S: float = EfficiencySpec.model_fields["step_fixed_s"].default
 """Default fixed time per training step outside the layers' kernels: launching the optimizer and
 gradient-norm kernels, the loss / gradient-norm / overflow synchronisations that drain the GPU's
@@ -259,7 +244,7 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
     ZeRO-0: all-reduce of gradients (2Ψ); ZeRO-1/2: reduce-scatter gradients, all-gather updated
     parameters (same 2Ψ, ZeRO §7); ZeRO-3 communicates per layer instead (``costmodel.local``),
     except FSDP2 under pipelining, which gathers and reduces once per step like ZeRO-1. With
-    ``overlap_grad_reduce`` the reduction runs in buckets (:func:`grad_bucket_params`, one collective
+    ``overlap_grad_reduce`` the reduction runs in buckets (:func:`costmodel.engines.grad_bucket_params`, one collective
     each) behind the last micro-batch's backward, and only the last bucket, or what does not fit
     behind the backward, is exposed; with ``overlap_param_gather`` the gather runs in the same
     buckets behind the next step's first forward, all but the first bucket hidden. A
@@ -286,16 +271,6 @@ def _data_parallel_comm(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int)
         exposed = max(exposed, red_exposed + gather_exposed - slack)
         link = max(link, red + gather)
     return link, exposed
-
-
-def grad_bucket_params(cfg: ParallelConfig) -> float:
-    """Parameters per gradient bucket of ``cfg.engine`` (:data:`GRAD_BUCKET_PARAMS`,
-    :data:`DEEPSPEED_REDUCE_BUCKET_PARAMS`, :data:`TORCH_DDP_BUCKET_BYTES`)."""
-    if cfg.engine == "deepspeed":
-        return DEEPSPEED_REDUCE_BUCKET_PARAMS
-    if cfg.engine == "torchtitan":
-        return TORCH_DDP_BUCKET_BYTES / cfg.grad_reduce_bytes
-    return max(GRAD_BUCKET_PARAMS, GRAD_BUCKET_PARAMS_PER_RANK * cfg.dp * cfg.cp)
 
 
 def _bucketed(dense_cost: comm.Cost, expert_cost: comm.Cost, dense: float, expert: float, nbytes: float,
@@ -348,7 +323,7 @@ def _offload_time(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> fl
 
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
     """Adam over the parameters a GPU updates (its shard under ZeRO ≥ 1), memory-bound, with the
-    gradient passes around it (:func:`_gradient_pass_bytes`), plus the step's fixed cost (the
+    gradient passes around it (:func:`costmodel.optimizer.gradient_pass_bytes`), plus the step's fixed cost (the
     cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`). Affine in ``t.params`` and
     ``t.expert_params`` (``search.bounds`` relies on it)."""
     shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
@@ -359,30 +334,8 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory
     terms = _terms(table, cfg)
     host = cfg.num_microbatches * terms.microbatch_host_s
-    passes = _gradient_pass_bytes(cfg, terms, local, shard if cfg.zero >= 2 else t.params)
+    passes = gradient_pass_bytes(cfg, terms, local, shard if cfg.zero >= 2 else t.params)
     return (ADAM_BYTES_PER_PARAM * local + passes) / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
-
-
-GRAD_NORM_READS = 1
-"""Passes over the optimizer shard's gradients that gradient clipping makes: one read for the global
-norm (Megatron-LM ``megatron/core/optimizer/clip_grads.py`` ``get_grad_norm_fp32``, a
-``multi_tensor_l2norm``; ``torch.nn.utils.clip_grad_norm_`` in torchtitan; DeepSpeed's
-``get_grad_norm``). Scaling them in place happens only when the norm exceeds the clip, which a
-stable run rarely does [assumption]."""
-
-
-def _gradient_pass_bytes(cfg: ParallelConfig, terms: EngineTerms, shard: float, buffer: float) -> float:
-    """HBM bytes of the optimizer step's gradient passes besides Adam's own: the gradient-norm read
-    over the ``shard`` the GPU updates (:data:`GRAD_NORM_READS`), and zeroing the gradient buffer
-    of ``buffer`` parameters for the next step (Megatron-LM ``zero_grad_buffer`` -> ``grad_data.zero_()``,
-    megatron/core/distributed/param_and_grad_buffer.py: the whole local buffer under ZeRO ≤ 1, the
-    shard under 2-3; DeepSpeed's ``zero_grad``), except where the step frees the gradients instead
-    (torchtitan, ``EngineTerms.grads_freed_each_step``). Gradients are the main-gradient dtype:
-    ``grad_bytes``, fp32 for FSDP2's sharded mixed precision. Not modelled: fp16 runs' loss-scale
-    unscale and inf check (the configuration does not say fp16 from bf16)."""
-    grad = 4 if terms.fp32_sharded_params else cfg.grad_bytes
-    zeroing = 0.0 if terms.grads_freed_each_step else grad * buffer
-    return GRAD_NORM_READS * grad * shard + zeroing
 
 
 def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:

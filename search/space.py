@@ -158,6 +158,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
+    tp_overlap = tp_overlap_allowed(rules, req.target, req.compile)
     for mb, precision in itertools.product(micro_batches(mesh, req), precisions):
         m = req.global_batch // (mb * mesh.dp)
         for schedule, vpp in schedules(model, mesh, m, req):
@@ -165,7 +166,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
                 for zero in zeros:
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
-                    overlap = sp and tp_overlap_allowed(rules, req.target, req.compile)
+                    overlap = sp and tp_overlap
                     yield Option(mesh.tp, mesh.pp, mesh.dp, mesh.cp, mesh.ep, vpp, sp, zero, mb, req.global_batch, req.seq_len, schedule, attention, overlap,
                                  precision, split if vpp == 1 else None, **engine_fields(req.target, zero), compile=req.compile)  # type: ignore[arg-type]
 

@@ -1,4 +1,4 @@
-"""The optimizer step's gradient passes besides Adam (``costmodel.step._gradient_pass_bytes``):
+"""The optimizer step's gradient passes besides Adam (``costmodel.optimizer.gradient_pass_bytes``):
 Megatron-LM reads the fp32 main gradients of its shard once for the clipping norm
 (``clip_grads.get_grad_norm_fp32``) and zeroes its whole local gradient buffer
 (``zero_grad_buffer``); torchtitan frees its gradients instead of zeroing them."""
