@@ -36,12 +36,13 @@ ASSUMPTIONS = (
     "Korthikanti et al.: micro-batch 1 (4 for the 22B model, whose global batch is 4) and interleaving "
     "as in Calculon's validation inputs for the same table (calculon-ai/calculon validation/seqsel/"
     "tab5: v = 3 for 175B and 530B, none for 1T); fp16 with fp32 main gradients; eager attention "
-    "(Megatron-LM in 2022, engine megatron, with the async TP backward its sequence-parallel release "
-    "introduced); 'full' = full recompute without SP, 'seqsel' = SP + selective recompute. "
+    "(Megatron-LM in 2022, engine megatron, with the async TP backward and the gradient-accumulation fusion "
+    "its sequence-parallel release has); 'full' = full recompute without SP, 'seqsel' = SP + selective recompute. "
     "Figure 1 memory is per GPU of the first pipeline stage, as the paper prints it.",
     "MT-NLG: tp 8 x pp 35 (section 2.4), DeepSpeed's pipeline engine (engine deepspeed: 1F1B, no interleaving), "
     "micro-batch 1, ZeRO-1, full activation checkpointing, fp16 gradients all-reduced after the "
-    "pipeline flush (no overlap), synchronous TP collectives (Megatron-DeepSpeed disables "
+    "pipeline flush (no overlap), accumulated across micro-batches by autograd in a pass of their own "
+    "(DeepSpeed has no fused accumulation), synchronous TP collectives (Megatron-DeepSpeed disables "
     "async_tensor_model_parallel_allreduce), eager attention; vocabulary 50,272 (GPT-2 tokenizer padded).",
     "Llama 3: micro-batch 1; interleaved 1F1B with one transformer layer per model chunk (v = 8), the "
     "layout section 3.3.2 describes: 'the first model chunk on the first stage has only the embedding, "

@@ -140,6 +140,14 @@ class EngineTerms:
     """The loss runs eagerly on an fp32 copy of the bf16 logits and its backward allocates fp32
     buffers twice the bf16 logits' size, so the caching allocator cannot reuse the freed bf16 logits'
     block for them and it stays reserved at the loss's peak (``costmodel.memory.stranded_logit_bytes``)."""
+    grad_accum_fused: bool = True
+    """Each micro-batch's weight gradients are added into the accumulated ones inside the
+    weight-gradient GEMM (Megatron-LM ``--gradient-accumulation-fusion``, default on:
+    ``fused_weight_gradient_mlp_cuda.wgrad_gemm_accum_fp32`` writes ``main_grad`` with beta = 1,
+    megatron/core/tensor_parallel/layers.py), so accumulating costs no pass of its own. Otherwise a
+    memory-bound add per micro-batch after the first (``costmodel.optimizer.accumulation_bytes``):
+    autograd's ``AccumulateGrad`` (torchtitan, DeepSpeed's pipeline engine), FSDP2's and ZeRO 2-3's
+    ``+=`` into the gradient shard, Megatron-LM's ``main_grad.add_(grad)`` hook before the fusion."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -180,6 +188,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         sac_caches_unread_outputs=titan and not fused,
         loss_strands_logits=titan,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
+        grad_accum_fused=engine == "native" or (engine == "megatron" and cfg.grad_accum_fusion is not False),
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
     )
 

@@ -33,3 +33,20 @@ def gradient_pass_bytes(cfg: ParallelConfig, terms: EngineTerms, shard: float, b
     grad = 4 if terms.fp32_sharded_params else cfg.grad_bytes
     zeroing = 0.0 if terms.grads_freed_each_step else grad * buffer
     return GRAD_NORM_READS * grad * shard + zeroing
+
+
+def accumulation_bytes(cfg: ParallelConfig, terms: EngineTerms, params: float, shard: float) -> float:
+    """HBM bytes a step spends adding micro-batch gradients into the accumulated ones, where the
+    engine does not fuse it into the weight-gradient GEMM (``EngineTerms.grad_accum_fused``): each
+    micro-batch after the first reads its new gradient and reads and writes the accumulator, the
+    elementwise ``acc += new`` [derived]. Unsharded gradients (ZeRO ≤ 1, and FSDP2 under pipelining,
+    ``EngineTerms.pp_unsharded_grads``) add the rank's ``params`` from the compute-dtype gradient
+    (``param_bytes``); ZeRO 2-3 reduce-scatter every micro-batch and add the reduced ``shard`` (in
+    ``grad_reduce_bytes``). The accumulator is the main-gradient dtype (``grad_bytes``; fp32 for
+    FSDP2's sharded mixed precision)."""
+    if cfg.num_microbatches <= 1 or terms.grad_accum_fused:
+        return 0.0
+    acc = 4 if terms.fp32_sharded_params else cfg.grad_bytes
+    if cfg.zero >= 2 and not terms.pp_unsharded_grads:
+        return (cfg.num_microbatches - 1) * shard * (cfg.grad_reduce_bytes + 2 * acc)
+    return (cfg.num_microbatches - 1) * params * (cfg.param_bytes + 2 * acc)

@@ -406,6 +406,11 @@ class ParallelConfig(BaseModel):
     default (``costmodel.engines``)."""
     loss_fusion: bool | None = None
     """Fused cross-entropy (Megatron ``--cross-entropy-loss-fusion``); None: the engine's default."""
+    grad_accum_fusion: bool | None = None
+    """Weight-gradient GEMMs accumulate straight into the main gradients (Megatron-LM
+    ``--gradient-accumulation-fusion``, on by default); False adds each micro-batch's gradients in
+    a separate pass (Megatron-LM before the fusion, ``--no-gradient-accumulation-fusion``). Only
+    Megatron-LM has the fusion; None: the engine's default (``costmodel.engines``)."""
     offload_optimizer: bool = False
     """Optimizer states and fp32 master weights live in host memory and the step runs on the CPU
     (DeepSpeed ZeRO-Offload, Megatron ``--optimizer-cpu-offload``, FSDP2 ``CPUOffloadPolicy``);

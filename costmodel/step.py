@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from costmodel import comm
 from costmodel.engines import EngineTerms, engine_terms, grad_bucket_params
 from costmodel.offload import activation_offload_time, optimizer_offload_time
-from costmodel.optimizer import ADAM_BYTES_PER_PARAM, gradient_pass_bytes
+from costmodel.optimizer import ADAM_BYTES_PER_PARAM, accumulation_bytes, gradient_pass_bytes
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
 from costmodel.local import LocalConfig
 from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes, stranded_logit_bytes
@@ -110,7 +110,7 @@ class StepEstimate:
 
 def _terms(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
     """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
-    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward)
+    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward, cfg.grad_accum_fusion)
     hit = table.memo.get(key)
     if hit is None:
         hit = table.memo[key] = engine_terms(cfg)
@@ -136,7 +136,7 @@ def view_key(cfg: ParallelConfig, recompute: str) -> tuple:
     return (recompute, cfg.micro_batch, cfg.seq_len, cfg.tp, cfg.cp, cfg.ep, cfg.sp, cfg.attention, cfg.zero == 3,
             cfg.dp * cfg.cp if cfg.zero == 3 else 0, cfg.pp > 1, cfg.engine, cfg.compile, cfg.loss_fusion,
             cfg.grad_reduce_bytes, cfg.tp_comm_overlap, cfg.zero3_bucket_params, cfg.overlap_param_gather, cfg.precision,
-            cfg.tp_async_backward)
+            cfg.tp_async_backward, cfg.grad_accum_fusion)
 
 
 def local_config(table: CostTable, cfg: ParallelConfig, recompute: str) -> LocalConfig:
@@ -175,8 +175,9 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     dp_link, dp_exposed = _data_parallel_comm(table, cfg, r, m)
     optimizer_s = max(_optimizer_time(table, cfg, t) for t in r.types)
     offload_s = _offload_time(table, cfg, r, m)
+    accumulate_s = max(_accumulation_time(table, cfg, t) for t in r.types)
     breakdown = {
-        "compute": m * (crit.fwd_s + crit.bwd_s),
+        "compute": m * (crit.fwd_s + crit.bwd_s) + accumulate_s,
         "exposed_comm": m * (crit.exposed_s + slow * crit.hidden_s) + pp_exposed + dp_exposed + offload_s + straggler_s,
         "pipeline_bubble": bubble_s,
         "recompute": m * crit.recompute_s,
@@ -188,7 +189,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
     peaks = [sum(x.values()) for x in memories]
     top = peaks.index(max(peaks))
     return StepEstimate(
-        step_time_s=pipe_s + pp_exposed + dp_exposed + optimizer_s + offload_s + straggler_s,
+        step_time_s=pipe_s + accumulate_s + pp_exposed + dp_exposed + optimizer_s + offload_s + straggler_s,
         model_flops=table.model_flops(cfg.global_batch, cfg.seq_len),
         time_breakdown_s=breakdown,
         link_time_s=links,
@@ -319,6 +320,14 @@ def _offload_time(table: CostTable, cfg: ParallelConfig, r: Ranks, m: int) -> fl
             seconds += m * activation_offload_time(table.cluster, t.act_bytes, t.fwd_s + t.bwd_s)
         worst = max(worst, seconds)
     return worst
+
+
+def _accumulation_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:
+    """Seconds a rank spends adding micro-batch gradients into the accumulated ones
+    (:func:`costmodel.optimizer.accumulation_bytes`, memory-bound). It sits inside every micro-batch's
+    backward, so the slowest rank's adds extend the pipeline's steady state."""
+    nbytes = accumulation_bytes(cfg, _terms(table, cfg), t.params, _local_params(cfg, t))
+    return nbytes / (table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * table.cluster.efficiency.memory)
 
 
 def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float:

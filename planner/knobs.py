@@ -30,8 +30,8 @@ def _flag(value: Any, name: str, problems: list[str]) -> bool | None:
 
 def knob_settings(cluster: ClusterSpec, settings: dict[str, Any], knobs: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
     """(ParallelConfig fields, assumptions, problems) for the engine knobs ``knobs`` (keys: target,
-    precision, tp_overlap, tp_async, grad_reduce_dtype, dp_overlap, compile, loss_fusion, offload_optimizer,
-    offload_activations; None = the engine's default) given the parallel ``settings`` (tp, sp, zero)."""
+    precision, tp_overlap, tp_async, grad_reduce_dtype, dp_overlap, compile, loss_fusion, grad_accum_fusion,
+    offload_optimizer, offload_activations; None = the engine's default) given the parallel ``settings`` (tp, sp, zero)."""
     problems: list[str] = []
     assumptions: list[str] = []
     target = knobs.get("target") or "native"
@@ -121,7 +121,7 @@ def _reduce_dtype(knobs: dict[str, Any], target: str, problems: list[str], assum
 
 
 def _fusions(knobs: dict[str, Any], target: str, problems: list[str], assumptions: list[str]) -> dict[str, Any]:
-    """torch.compile / fused kernels and the fused cross-entropy."""
+    """torch.compile / fused kernels, the fused cross-entropy and the fused gradient accumulation."""
     out: dict[str, Any] = {}
     compiled = _flag(knobs.get("compile"), "compile", problems)
     if compiled is not None:
@@ -133,6 +133,11 @@ def _fusions(knobs: dict[str, Any], target: str, problems: list[str], assumption
         if target not in ("megatron", "native"):
             problems.append(f"loss-fusion: only Megatron-LM has the fused cross-entropy (target {target})")
         out["loss_fusion"] = True
+    accumulate = _flag(knobs.get("grad_accum_fusion"), "grad_accum_fusion", problems)
+    if accumulate is not None:
+        if accumulate and target not in ("megatron", "native"):
+            problems.append(f"grad-accum-fusion: only Megatron-LM fuses gradient accumulation into its GEMMs (target {target})")
+        out["grad_accum_fusion"] = accumulate
     return out
 
 

@@ -34,7 +34,9 @@ ASSUMPTIONS: dict[str, str] = {
         "all-reduce overlapped with backward for pp = 1, local DDP = not overlapped for pp > 1); fp16 "
         "(--fp16) so fp16 gradients are all-reduced; full recompute (--recompute-method uniform; eq. 3 "
         "counts it); eager attention with dropout (2021, no FlashAttention); synchronous TP collectives "
-        "(the code predates Megatron's async TP all-reduce of late 2021, apex PR #1183); GPT-3 PTD-P rows split "
+        "and every micro-batch's gradients added in a pass of their own (the code predates Megatron's "
+        "LinearWithGradAccumulationAndAsyncCommunication of late 2021, apex PR #1183, which brought both the "
+        "async TP all-reduce and the gradient-accumulation fusion); GPT-3 PTD-P rows split "
         "model parallelism 96 as tp 8 x pp 12 with 2 layers per virtual stage (run_figure_12.sh: the "
         "same model and split). ZeRO-3 rows (DeepSpeed of 2021, fp16): parameters fetched on demand "
         "without overlap (overlap_comm off by default), their collectives counted as one ring per default "
@@ -227,6 +229,7 @@ def _narayanan(row: dict[str, str]) -> ParallelConfig:
         global_batch=gbs, seq_len=_int(row, "seq_len"), recompute="full", attention="eager",
         grad_bytes=2, grad_reduce_bytes=2, overlap_grad_reduce=torch_ddp, overlap_param_gather=False,
         schedule="interleaved-1f1b" if vpp > 1 else "1f1b", engine="megatron", tp_async_backward=False,
+        grad_accum_fusion=False,
     )
 
 
@@ -290,6 +293,7 @@ def _shoeybi(row: dict[str, str]) -> ParallelConfig:
         tp=tp, dp=dp, micro_batch=_int(row, "global_batch") // dp, global_batch=_int(row, "global_batch"),
         seq_len=_int(row, "seq_len"), recompute="full", attention="eager", grad_bytes=2,
         grad_reduce_bytes=2, overlap_grad_reduce=False, engine="megatron", compile=False, tp_async_backward=False,
+        grad_accum_fusion=False,
     )
 
 

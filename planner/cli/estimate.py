@@ -38,7 +38,7 @@ _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
 _ENGINE_FLAGS = (
     "target", "precision", "attention", "tp_overlap", "tp_async", "grad_reduce_dtype", "dp_overlap", "compile",
-    "loss_fusion", "offload_optimizer", "offload_activations",
+    "loss_fusion", "grad_accum_fusion", "offload_optimizer", "offload_activations",
 )
 """Engine knobs (``planner.knobs``): None = the target engine's default."""
 _LAYOUT_FLAGS = ("ep", "schedule", "stage_layers")
@@ -170,6 +170,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     eng.add_argument("--dp-overlap", action=argparse.BooleanOptionalAction, help="overlap gradient reduction and parameter gathers with compute (default on)")
     eng.add_argument("--compile", action=argparse.BooleanOptionalAction, help="fused elementwise kernels: torch.compile (torchtitan default off), Megatron's fused kernels (default on)")
     eng.add_argument("--loss-fusion", action=argparse.BooleanOptionalAction, help="Megatron's fused cross-entropy (--cross-entropy-loss-fusion)")
+    eng.add_argument("--grad-accum-fusion", action=argparse.BooleanOptionalAction, help="Megatron's gradient-accumulation fusion (default on; --no-grad-accum-fusion for code before it)")
     eng.add_argument("--offload-optimizer", action="store_true", default=None, help="optimizer states on the host (needs the cluster's host_link_bandwidth_gbps)")
     eng.add_argument("--offload-activations", action="store_true", default=None, help="stored activations on the host between forward and backward")
 

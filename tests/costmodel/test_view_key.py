@@ -21,7 +21,7 @@ OTHER_VALUES: dict[str, tuple] = {
     "overlap_param_gather": (False, True), "tp_comm_overlap": (False, True), "zero3_bucket_params": (0, 50_000_000),
     "engine": ("native", "megatron", "torchtitan", "deepspeed"), "precision": ("bf16", "fp8"), "compile": (None, False, True),
     "loss_fusion": (None, False, True), "offload_optimizer": (False, True), "offload_activations": (False, True),
-    "tp_async_backward": (None, False, True),
+    "tp_async_backward": (None, False, True), "grad_accum_fusion": (None, False, True),
 }
 
 

@@ -79,6 +79,8 @@ def test_megatron_knobs_and_attention_kernel() -> None:
     sync = planner.estimate(**base, target="megatron", tp_async=False)  # Megatron-LM before its async TP backward
     assert sync.config["tp_async_backward"] is False and sync.step_time_s > plain.step_time_s
     assert any("async TP" in a for a in plain.assumptions)
+    unfused = planner.estimate(**base, target="megatron", grad_accum_fusion=False)  # 4 micro-batches, added unfused
+    assert unfused.config["grad_accum_fusion"] is False and unfused.step_time_s > plain.step_time_s
 
 
 @pytest.mark.parametrize(
@@ -91,6 +93,7 @@ def test_megatron_knobs_and_attention_kernel() -> None:
         (dict(grad_reduce_dtype="fp16"), "grad-reduce-dtype"),
         (dict(offload_optimizer=True), "host_link_bandwidth_gbps"),
         (dict(tp_async="yes"), "tp_async must be True, False or None"),
+        (dict(target="torchtitan", grad_accum_fusion=True), "grad-accum-fusion"),
     ],
 )
 def test_bad_engine_knobs_are_one_line(changes: dict, needle: str) -> None:
@@ -115,9 +118,10 @@ def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
     bad = subprocess.run([sys.executable, str(cli), *args[:-1], "--cluster", "dgx-a100"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no FP8 tensor cores" in bad.stderr and "Traceback" not in bad.stderr
     layout = ["estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "64", "--seq-len", "4096",
-              "--tp", "2", "--pp", "2", "--vpp", "3", "--stage-layers", "1,8,8,8,8,2", "--schedule", "interleaved-1f1b", "--no-tp-async", "--json"]
+              "--tp", "2", "--pp", "2", "--vpp", "3", "--stage-layers", "1,8,8,8,8,2", "--schedule", "interleaved-1f1b", "--no-tp-async", "--no-grad-accum-fusion", "--json"]
     cfg = json.loads(subprocess.run([sys.executable, str(cli), *layout], capture_output=True, text=True, check=True).stdout)["config"]
     assert cfg["stage_layers"] == [1, 8, 8, 8, 8, 2] and cfg["schedule"] == "interleaved-1f1b" and cfg["tp_async_backward"] is False
+    assert cfg["grad_accum_fusion"] is False
 
 
 def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
