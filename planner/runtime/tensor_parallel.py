@@ -4,7 +4,8 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
 (``torchtitan/models/llama3/infra/parallelize.py``, ``apply_tp``):
 
 - in each block, the projections the tracer calls column-parallel (attention Q/K/V, MLP up/gate:
-  the inputs of a block's attention module and of its MLP) get ``ColwiseParallel``, the ones it
+  the inputs of a block's attention module and of its MLP) get ``ColwiseParallel``, those reading
+  one input reducing its gradient once (:mod:`~planner.runtime.column_group`), the ones it
   calls row-parallel (attention output, MLP down: the last projection of the attention module, the
   MLP projection back to the hidden size) get ``RowwiseParallel``; Hugging Face modules reshape
   with ``-1`` heads, so local heads follow;
@@ -42,6 +43,7 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from planner.errors import InputError
+from planner.runtime.column_group import GroupedColwise, mark_gathered
 from planner.runtime.layers import LayerUnit
 from planner.runtime.stage import StageModule
 
@@ -115,7 +117,7 @@ def _block_plan(unit: LayerUnit, block: nn.Module, tp: int, sp: bool) -> dict[st
         if width % tp:
             raise InputError(f"layer {unit.index} ({unit.path}.{path}) has width {width}, not divisible by tp {tp}; plan a tp that divides it")
         if role == "column":
-            plan[path] = ColwiseParallel()
+            plan[path] = GroupedColwise(sequence_parallel=sp)
         else:
             plan[path] = RowwiseParallel(output_layouts=Shard(1) if sp and norms else Replicate())
     return plan
@@ -133,6 +135,7 @@ def _apply_block(unit: LayerUnit, block: nn.Module, mesh: DeviceMesh, sp: bool) 
             norm = block.get_submodule(path)
             parallelize_module(norm, mesh, SequenceParallel())
             parallelize_module(norm, mesh, PrepareModuleOutput(output_layouts=Shard(1), desired_output_layouts=Replicate()))
+            norm.register_forward_hook(lambda _m, _args, out: mark_gathered(out))
     else:
         _gather_around(block, mesh)
 
@@ -140,6 +143,7 @@ def _apply_block(unit: LayerUnit, block: nn.Module, mesh: DeviceMesh, sp: bool) 
 def _gather_around(module: nn.Module, mesh: DeviceMesh) -> None:
     """Sequence-sharded in and out, whole sequence inside (no comm on the way out)."""
     parallelize_module(module, mesh, PrepareModuleInput(input_layouts=(Shard(1),), desired_input_layouts=(Replicate(),), use_local_output=True))
+    module.register_forward_pre_hook(lambda _m, args: mark_gathered(args))
     parallelize_module(module, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
 
 
