@@ -50,6 +50,15 @@ and the optimizer's gradient passes added: held out 15.7 % and 24.4 % (before ca
 tensor-parallel runs come out 23-52 % under after calibration and make most of the difference between
 the two. A third run stopped when one torchrun rank of a held-out TP run aborted (SIGABRT); three
 reruns of that shape alone were clean.
+
+Runs of 1 Dec 2026 (load average 1-2) after the runtime's column projections reduce their input
+gradient once per sublayer (``planner/runtime/column_group.py``; before, each of q, k, v, gate and up
+all-reduced its own): held out 35.6 % and 19.2 % (before calibration 47.1 % and 47.6 % over all runs;
+in-sample 16.3 % and 19.6 %). The same three TP plans run by both runtimes, twice each: the grouped
+one takes 0.78-1.03x the time of the per-projection one (median 0.83x). The TP runs still come out
+38-65 % under after calibration: a profile of one (llama-256, tp 2, 0.25 s a step) spends 37 % waiting
+on collectives, 17 % in DTensor's Python dispatch and 27 % in AdamW over DTensor parameters, host work
+that a GPU cost model does not have and no single calibration factor separates from the rest.
 """
 
 from __future__ import annotations
