@@ -216,6 +216,7 @@ def estimate(
     grad_accum_fusion: bool | None = None,
     offload_optimizer: bool | None = None,
     offload_activations: bool | None = None,
+    zero3_bucket: int | None = None,
     stage_layers: tuple[int, ...] | list[int] | None = None,
 ) -> EstimateResult:
     """Predict one configuration (keyword names match ``meshplan estimate`` flags; DP is derived as
@@ -223,7 +224,8 @@ def estimate(
     ``over_by_gib``. ``target`` (native, megatron, torchtitan, deepspeed) models what that engine does;
     ``precision`` fp8 runs the blocks' projections as FP8 GEMMs; the engine knobs (``attention``
     flash/eager, ``tp_overlap``, ``tp_async``, ``grad_reduce_dtype`` bf16/fp32, ``dp_overlap``, ``compile``,
-    ``loss_fusion``, ``grad_accum_fusion``, ``offload_*``) default to the engine's own (``planner.knobs``). ``stage_layers``
+    ``loss_fusion``, ``grad_accum_fusion``, ``offload_*``, ``zero3_bucket`` parameters per ZeRO-3
+    collective) default to the engine's own (``planner.knobs``). ``stage_layers``
     gives the model layers of each of the pp x vpp chunks in chunk order (e.g. Llama 3 405B's layout:
     the first chunk only the embedding, the last only the final norm and the head). Raises
     :class:`planner.errors.InputError` for bad input."""
@@ -249,7 +251,7 @@ def estimate(
         knobs=dict(
             target=target, precision=precision, tp_overlap=tp_overlap, tp_async=tp_async, grad_reduce_dtype=grad_reduce_dtype,
             dp_overlap=dp_overlap, compile=compile, loss_fusion=loss_fusion, grad_accum_fusion=grad_accum_fusion,
-            offload_optimizer=offload_optimizer, offload_activations=offload_activations,
+            offload_optimizer=offload_optimizer, offload_activations=offload_activations, zero3_bucket=zero3_bucket,
         ),
     )
     cfg, assumptions = build_config(model_spec, cluster_spec, gpus, **settings)

@@ -31,7 +31,7 @@ def _flag(value: Any, name: str, problems: list[str]) -> bool | None:
 def knob_settings(cluster: ClusterSpec, settings: dict[str, Any], knobs: dict[str, Any]) -> tuple[dict[str, Any], list[str], list[str]]:
     """(ParallelConfig fields, assumptions, problems) for the engine knobs ``knobs`` (keys: target,
     precision, tp_overlap, tp_async, grad_reduce_dtype, dp_overlap, compile, loss_fusion, grad_accum_fusion,
-    offload_optimizer, offload_activations; None = the engine's default) given the parallel ``settings`` (tp, sp, zero)."""
+    offload_optimizer, offload_activations, zero3_bucket; None = the engine's default) given the parallel ``settings`` (tp, sp, zero)."""
     problems: list[str] = []
     assumptions: list[str] = []
     target = knobs.get("target") or "native"
@@ -54,6 +54,7 @@ def knob_settings(cluster: ClusterSpec, settings: dict[str, Any], knobs: dict[st
     out.update(_reduce_dtype(knobs, target, problems, assumptions))
     out.update(_fusions(knobs, target, problems, assumptions))
     out.update(_offload(cluster, knobs, problems))
+    out.update(_zero3_bucket(settings, knobs, target, problems))
     if target == "torchtitan" and settings.get("zero") is None:
         out["zero"] = 3
         assumptions.append("zero 3: torchtitan shards with FSDP2 (default)")
@@ -151,3 +152,19 @@ def _offload(cluster: ClusterSpec, knobs: dict[str, Any], problems: list[str]) -
                 problems.append(f"{key.replace('_', '-')}: cluster {cluster.name} states no host_link_bandwidth_gbps (add it to the cluster file)")
             out[key] = True
     return out
+
+
+def _zero3_bucket(settings: dict[str, Any], knobs: dict[str, Any], target: str, problems: list[str]) -> dict[str, Any]:
+    """Parameters per ZeRO-3 collective (DeepSpeed ``stage3_prefetch_bucket_size``); unset, one
+    collective per layer (an FSDP unit)."""
+    value = knobs.get("zero3_bucket")
+    if value is None:
+        return {}
+    if type(value) is not int or value < 1:
+        problems.append(f"zero3_bucket must be a positive number of parameters (got {value!r:.40})")
+        return {}
+    zero = settings.get("zero")
+    zero = zero if zero is not None else 3 if target == "torchtitan" else 1
+    if zero != 3:
+        problems.append(f"zero3-bucket: parameters are gathered in buckets only under ZeRO-3 (zero is {zero}; add --zero 3)")
+    return {"zero3_bucket_params": value}

@@ -38,7 +38,7 @@ _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
 _ENGINE_FLAGS = (
     "target", "precision", "attention", "tp_overlap", "tp_async", "grad_reduce_dtype", "dp_overlap", "compile",
-    "loss_fusion", "grad_accum_fusion", "offload_optimizer", "offload_activations",
+    "loss_fusion", "grad_accum_fusion", "offload_optimizer", "offload_activations", "zero3_bucket",
 )
 """Engine knobs (``planner.knobs``): None = the target engine's default."""
 _LAYOUT_FLAGS = ("ep", "schedule", "stage_layers")
@@ -172,6 +172,7 @@ def _add_engine_flags(parser: argparse.ArgumentParser) -> None:
     eng.add_argument("--loss-fusion", action=argparse.BooleanOptionalAction, help="Megatron's fused cross-entropy (--cross-entropy-loss-fusion)")
     eng.add_argument("--grad-accum-fusion", action=argparse.BooleanOptionalAction, help="Megatron's gradient-accumulation fusion (default on; --no-grad-accum-fusion for code before it)")
     eng.add_argument("--offload-optimizer", action="store_true", default=None, help="optimizer states on the host (needs the cluster's host_link_bandwidth_gbps)")
+    eng.add_argument("--zero3-bucket", metavar="PARAMS", type=positive_int, help="parameters per ZeRO-3 gather / reduce-scatter (DeepSpeed stage3_prefetch_bucket_size; default one per layer)")
     eng.add_argument("--offload-activations", action="store_true", default=None, help="stored activations on the host between forward and backward")
 
 

@@ -94,6 +94,8 @@ def test_megatron_knobs_and_attention_kernel() -> None:
         (dict(offload_optimizer=True), "host_link_bandwidth_gbps"),
         (dict(tp_async="yes"), "tp_async must be True, False or None"),
         (dict(target="torchtitan", grad_accum_fusion=True), "grad-accum-fusion"),
+        (dict(zero=1, zero3_bucket=50_000_000), "zero3-bucket"),
+        (dict(zero=3, zero3_bucket=0), "zero3_bucket must be a positive"),
     ],
 )
 def test_bad_engine_knobs_are_one_line(changes: dict, needle: str) -> None:
@@ -122,6 +124,15 @@ def test_cli_engine_flags(tmp_path) -> None:  # noqa: ANN001
     cfg = json.loads(subprocess.run([sys.executable, str(cli), *layout], capture_output=True, text=True, check=True).stdout)["config"]
     assert cfg["stage_layers"] == [1, 8, 8, 8, 8, 2] and cfg["schedule"] == "interleaved-1f1b" and cfg["tp_async_backward"] is False
     assert cfg["grad_accum_fusion"] is False
+
+
+def test_zero3_bucket_sets_deepspeeds_collective_count() -> None:
+    """DeepSpeed ZeRO-3 gathers ``stage3_prefetch_bucket_size`` parameters per collective: smaller
+    buckets mean more collectives, each paying the ring latency."""
+    base = dict(model="llama3.1-8b", cluster="dgx-a100", gpus=64, global_batch=64, seq_len=2048, zero=3, target="deepspeed", dp_overlap=False)
+    small = planner.estimate(**base, zero3_bucket=1_000_000)
+    assert small.config["zero3_bucket_params"] == 1_000_000
+    assert small.step_time_s > planner.estimate(**base, zero3_bucket=50_000_000).step_time_s
 
 
 def test_deepspeed_defaults_to_no_dp_overlap_below_zero_3() -> None:
