@@ -335,9 +335,7 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
     gradient passes around it (:func:`costmodel.optimizer.gradient_pass_bytes`), plus the step's fixed cost (the
     cluster's ``efficiency.step_fixed_s``, default :data:`STEP_FIXED_S`). Affine in ``t.params`` and
     ``t.expert_params`` (``search.bounds`` relies on it)."""
-    shard_dense = cfg.dp * cfg.cp if cfg.zero >= 1 else 1
-    shard_expert = max(1, cfg.dp * cfg.cp // cfg.ep) if cfg.zero >= 1 else 1
-    shard = (t.params - t.expert_params) / shard_dense + t.expert_params / shard_expert
+    shard = _local_params(cfg, t)
     local = 0.0 if cfg.offload_optimizer else shard
     eff = table.cluster.efficiency
     bandwidth = table.cluster.gpu.hbm_bandwidth_gbps * 1e9 * eff.memory

@@ -51,7 +51,8 @@ class _Group:
     """Projections that read one input tensor in one forward pass, and their gradients so far."""
 
     mesh: DeviceMesh
-    sequence_parallel: bool
+    scatter: bool
+    """The input was gathered from sequence shards (:func:`mark_gathered`): reduce-scatter the sum."""
     graph_task: int
     """Autograd graph task the forward ran in (-1 outside backward): a non-reentrant checkpoint
     recomputes the same input tensor inside backward, and its readers form a group of their own,
@@ -71,7 +72,7 @@ class _Group:
 
     def _reduce(self, total: torch.Tensor) -> torch.Tensor:
         summed = DTensor.from_local(total, self.mesh, [Partial()], run_check=False)
-        if not self.sequence_parallel:
+        if not self.scatter:
             return summed.redistribute(self.mesh, [Replicate()]).to_local()
         chunk = summed.redistribute(self.mesh, [Shard(1)]).to_local()
         full = torch.zeros_like(total)
@@ -92,12 +93,12 @@ class _JoinGroup(torch.autograd.Function):
         return ctx.group.add(grad), None
 
 
-def _group_of(x: torch.Tensor, mesh: DeviceMesh, sequence_parallel: bool) -> _Group:
+def _group_of(x: torch.Tensor, mesh: DeviceMesh) -> _Group:
     """The group of the projections reading ``x`` in this forward pass, joined by one more reader."""
     task = torch._C._current_graph_task_id()
     group = getattr(x, _GROUP_ATTR, None)
     if group is None or group.graph_task != task:
-        group = _Group(mesh, sequence_parallel, task)
+        group = _Group(mesh, getattr(x, _GATHERED_ATTR, False), task)
         setattr(x, _GROUP_ATTR, group)
     group.readers += 1
     return group
@@ -105,23 +106,16 @@ def _group_of(x: torch.Tensor, mesh: DeviceMesh, sequence_parallel: bool) -> _Gr
 
 class GroupedColwise(ColwiseParallel):
     """``ColwiseParallel`` for a projection whose replicated input other projections also read: the
-    input gradient is reduced once per input tensor (see the module docstring). ``sequence_parallel``:
-    inputs marked by :func:`mark_gathered` were gathered from sequence shards (``Shard(1)``), so their
-    reduction reduce-scatters."""
-
-    def __init__(self, *, sequence_parallel: bool) -> None:
-        super().__init__()
-        self.sequence_parallel = sequence_parallel
+    input gradient is reduced once per input tensor (see the module docstring); inputs marked by
+    :func:`mark_gathered` were gathered from sequence shards (``Shard(1)``), so their reduction
+    reduce-scatters."""
 
     def _apply(self, module: torch.nn.Module, device_mesh: DeviceMesh) -> torch.nn.Module:
-        sequence_parallel = self.sequence_parallel
-
         def prepare_input(_module: torch.nn.Module, inputs: tuple[Any, ...], mesh: DeviceMesh) -> DTensor:
             x = inputs[0]
             if isinstance(x, DTensor):
                 return x.redistribute(mesh, [Replicate()])
-            scatter = sequence_parallel and getattr(x, _GATHERED_ATTR, False)
-            joined = _JoinGroup.apply(x, _group_of(x, mesh, scatter)) if x.requires_grad else x
+            joined = _JoinGroup.apply(x, _group_of(x, mesh)) if x.requires_grad else x
             return DTensor.from_local(joined, mesh, [Replicate()], run_check=False, grad_placements=[Partial()])
 
         return distribute_module(

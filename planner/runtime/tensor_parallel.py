@@ -117,7 +117,7 @@ def _block_plan(unit: LayerUnit, block: nn.Module, tp: int, sp: bool) -> dict[st
         if width % tp:
             raise InputError(f"layer {unit.index} ({unit.path}.{path}) has width {width}, not divisible by tp {tp}; plan a tp that divides it")
         if role == "column":
-            plan[path] = GroupedColwise(sequence_parallel=sp)
+            plan[path] = GroupedColwise()
         else:
             plan[path] = RowwiseParallel(output_layouts=Shard(1) if sp and norms else Replicate())
     return plan
