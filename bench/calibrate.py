@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.specs import ClusterSpec  # noqa: E402
 from costmodel.step import STEP_FIXED_S, estimate_step, straggler_time  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.published import PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
+from planner.reference.published import PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
 from profiles import list_gpus  # noqa: E402
 
 DEFAULT_CSV = PUBLISHED_RUNS_CSV

@@ -176,7 +176,7 @@ class LoopResult:
 
 def calibrate_and_hold_out(cluster: str, fit: list[str], held: list[str], folder: Path, params: list[str] | None) -> LoopResult:
     """Step 3: fit on ``fit``, predict ``held`` with the calibrated cluster."""
-    from planner.calibrate import load_observations, predict
+    from planner.calibration import load_observations, predict
     from profiles import load_cluster
 
     calibrated = folder / "calibrated.json"

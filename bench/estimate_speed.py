@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.specs import ParallelConfig  # noqa: E402
 from costmodel.step import estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.inputs import resolve_cluster_arg, resolve_model_arg  # noqa: E402
+from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg  # noqa: E402
 
 TARGET_PER_S = 10_000
 CASES = [

@@ -5,7 +5,7 @@ Usage: python bench/fidelity.py [path/to/published_runs.csv]
 Prints per-row predicted vs measured step time and the error (and, for rows that publish the
 allocator's reserved peak, predicted vs measured reserved peak memory), then per source and overall: rows, mean
 absolute error, max absolute error and mean signed error (the bias: + means predicted too slow).
-Assumptions for unstated settings are printed once (planner.published).
+Assumptions for unstated settings are printed once (planner.reference.published).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from costmodel.step import StepEstimate, estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.published import ASSUMPTIONS, PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
+from planner.reference.published import ASSUMPTIONS, PUBLISHED_RUNS_CSV, PublishedRun, load_runs  # noqa: E402
 
 DEFAULT_CSV = PUBLISHED_RUNS_CSV
 

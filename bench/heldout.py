@@ -28,8 +28,8 @@ from costmodel.flops import model_flops_per_step  # noqa: E402
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig  # noqa: E402
 from costmodel.step import estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.models.presets import build_preset  # noqa: E402
-from planner.published import gpt_model  # noqa: E402
+from planner.intake.models.presets import build_preset  # noqa: E402
+from planner.reference.published import gpt_model  # noqa: E402
 from profiles import load_cluster  # noqa: E402
 
 ASSUMPTIONS = (

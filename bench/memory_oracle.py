@@ -1,6 +1,6 @@
 """The memory oracle: per-rank peak memory predicted by the cost model vs measured by torch.
 
-For every case of ``planner.runtime.memcheck_cases.CASES`` (real-size models under FSDP / ZeRO,
+For every case of ``planner.runtime.memcheck.cases.CASES`` (real-size models under FSDP / ZeRO,
 TP + SP, pipelines and the recompute modes) this runs ``meshplan check-memory``'s measurement
 (torch's FSDPMemTracker on fake tensors over a fake process group of the plan's world size) and
 prints, per pipeline-rank kind, the measured and predicted peak (GiB) of allocated tensors, the
@@ -21,8 +21,8 @@ TOLERANCE, UNDER = 0.10, 0.03
 
 
 def main(argv: list[str] | None = None) -> int:
-    from planner.runtime.memcheck import check_memory
-    from planner.runtime.memcheck_cases import CASES, case_model, case_plan
+    from planner.runtime.memcheck.check import check_memory
+    from planner.runtime.memcheck.cases import CASES, case_model, case_plan
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")

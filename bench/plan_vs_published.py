@@ -1,7 +1,7 @@
 """The plan against every comparable published configuration, under the same cost model.
 
 Usage: python bench/plan_vs_published.py [path/to/published_runs.csv] [--target megatron] [--time-limit SEC]
-For each run of ``planner.published.load_runs``, plan the same model, GPU count, global batch and
+For each run of ``planner.reference.published.load_runs``, plan the same model, GPU count, global batch and
 sequence length on that row's cluster with ``--target megatron`` (issue 3 acceptance), validate the
 plan, and print predicted plan step time / predicted step time of the published configuration. The
 plan must be at most 1.0 everywhere; the geometric mean summarises the gain. A published
@@ -20,9 +20,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from costmodel.step import estimate_step  # noqa: E402
 from costmodel.table import build_cost_table  # noqa: E402
-from planner.plans import build_plan, summary  # noqa: E402
-from planner.published import PUBLISHED_RUNS_CSV, load_runs  # noqa: E402
-from planner.validate import plan_problems  # noqa: E402
+from planner.plans.build import build_plan, summary  # noqa: E402
+from planner.reference.published import PUBLISHED_RUNS_CSV, load_runs  # noqa: E402
+from planner.plans.plan_checks import plan_problems  # noqa: E402
 from search.core import search_plan  # noqa: E402
 from search.types import SearchRequest  # noqa: E402
 
@@ -85,7 +85,7 @@ def main(argv: list[str]) -> int:
 def _expert_configs(target: str, time_limit: float | None) -> list[str]:
     """The same comparison for well-known expert configurations that are not in the shared file."""
     from costmodel.specs import ParallelConfig
-    from planner.inputs import resolve_cluster_arg, resolve_model_arg
+    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
     print("\nexpert configurations (not in the shared file):")
     worse = []

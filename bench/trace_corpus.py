@@ -1,4 +1,4 @@
-"""One line per model of the trace corpus (``tests/planner/trace/corpus``, issue 12).
+"""One line per model of the trace corpus (``tests/planner/intake/trace/corpus``, issue 12).
 
     python bench/trace_corpus.py [--only NAME ...] [--no-plan]
 
@@ -25,9 +25,9 @@ sys.path.insert(0, str(ROOT / "tests" / "planner" / "trace" / "corpus"))
 import catalog  # noqa: E402
 
 import planner  # noqa: E402
-from planner.inputs import resolve_model_arg  # noqa: E402
-from planner.trace import trace_module  # noqa: E402
-from planner.trace.load import hf_model, load_factory  # noqa: E402
+from planner.intake.arguments import resolve_model_arg  # noqa: E402
+from planner.intake.trace import trace_module  # noqa: E402
+from planner.intake.trace.load import hf_model, load_factory  # noqa: E402
 
 MICRO_BATCH, SEQ = 2, 32
 SETTINGS = (dict(gpus=16, tp=2, pp=2), dict(gpus=64, tp=2, pp=4))
@@ -64,7 +64,7 @@ def _twin(entry: catalog.Entry, folder: Path) -> str:
 
 
 def _plan(entry: catalog.Entry, folder: Path) -> str:
-    from planner.validate import plan_problems
+    from planner.plans.plan_checks import plan_problems
 
     arg, trace = catalog.model_arg(entry, folder)
     try:

@@ -22,7 +22,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from planner.trace import trace_module  # noqa: E402
+from planner.intake.trace import trace_module  # noqa: E402
 
 SHAPES = {  # layers: (hidden, heads, ffn), meta-llama/Llama-3.1-{8B,70B,405B}/config.json
     32: (4096, 32, 14336),

@@ -116,7 +116,7 @@ class TransformerLayer(BaseModel):
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         """Leave out the chunk, q/k-norm and MLA fields where they hold their defaults, so a block without
-        them dumps (and hashes: ``planner.plans.spec_digest``) as it did before they existed."""
+        them dumps (and hashes: ``planner.plans.named_model.spec_digest``) as it did before they existed."""
         data = handler(self)
         for key in _OPTIONAL_BLOCK_FIELDS:
             if key in data and data[key] == type(self).model_fields[key].default:
@@ -394,7 +394,7 @@ class ParallelConfig(BaseModel):
     zero3_bucket_params: int = Field(default=0, ge=0)
     """Parameters per ZeRO-3 collective; 0 = one collective per layer (an FSDP unit). The DeepSpeed
     export writes it as ``stage3_prefetch_bucket_size`` (default 50,000,000), which bounds how far
-    DeepSpeed prefetches; its collectives are per parameter (``planner.published`` uses the bucket
+    DeepSpeed prefetches; its collectives are per parameter (``planner.reference.published`` uses the bucket
     count as a stand-in for their host work)."""
     engine: Engine = "native"
     """Training engine whose implementation choices the estimate models (``costmodel.engines``)."""

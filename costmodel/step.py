@@ -13,16 +13,20 @@ import math
 from dataclasses import dataclass
 
 from costmodel import comm
-from costmodel.engines import EngineTerms, engine_terms, grad_bucket_params
+from costmodel.engines import grad_bucket_params
 from costmodel.offload import activation_offload_time, optimizer_offload_time
 from costmodel.optimizer import ADAM_BYTES_PER_PARAM, accumulation_bytes, gradient_pass_bytes
-from costmodel.precision import FP8_WEIGHT_COPY_BYTES, fp8_gemm_speedup
+from costmodel.precision import fp8_gemm_speedup
 from costmodel.local import LocalConfig
-from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes, stranded_logit_bytes
+from costmodel.memory import GIB
 from costmodel.pipeline import p2p_exposed, pipeline_time_folded
 from costmodel.ranks import Ranks, RankSums, rank_costs
-from costmodel.specs import EfficiencySpec, EmbeddingLayer, ParallelConfig
+from costmodel.specs import EfficiencySpec, ParallelConfig
 from costmodel.table import CostTable
+from costmodel.rank_memory import (  # noqa: F401 (re-exported: the step's memory terms)
+    FRAGMENTATION, FSDP2_PP_GATHERED_BYTES, FSDP2_STATE_BYTES, FSDP2_UNIT_BYTES, rank_allocated_bytes, rank_gpu_only_bytes, rank_memory, rank_parts,
+)
+from costmodel.rank_memory import engine_terms_memo as _terms
 
 STEP_FIXED_S: float = EfficiencySpec.model_fields["step_fixed_s"].default
 """Default fixed time per training step outside the layers' kernels: launching the optimizer and
@@ -42,23 +46,6 @@ H_N (order statistics of the exponential: Rényi's representation), so the step 
 do (Narayanan et al. 2021 Table 2 PTD-P rows, MosaicML's 128 -> 512 GPU rows). Fitted with
 ``efficiency.step_fixed_s`` by ``bench/calibrate.py`` on the shared published runs (knob
 ``straggler_s``)."""
-FRAGMENTATION = 0.05
-"""Allocator slack on activations (Megatron's estimator multiplies activations by 1.05)."""
-FSDP2_STATE_BYTES = (4, 4, 8)
-"""Sharded bytes per parameter under FSDP2 mixed precision (torchtitan): the fp32 parameter (the
-master copy), its fp32 gradient, Adam's m and v (torch.distributed.fsdp ``MixedPrecisionPolicy``:
-bf16 exists only while a unit is gathered)."""
-FSDP2_PP_GATHERED_BYTES = 6
-"""Bytes per parameter of a pipeline stage FSDP2 keeps unsharded for the whole step under PP: the
-gathered bf16 parameters (2) and the unsharded gradients accumulated across micro-batches until the
-last one reduce-scatters them, in the fp32 ``reduce_dtype`` (4) [assumption: accumulation in the
-reduce dtype]."""
-FSDP2_UNIT_BYTES = 10
-"""Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
-parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
-copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``)."""
-
-
 @dataclass(frozen=True)
 class StepEstimate:
     """Predicted time and memory of one training step (see ``ParallelConfig`` for the inputs)."""
@@ -91,7 +78,7 @@ class StepEstimate:
     def rank_memory_parts_gib(self, r: int) -> tuple[dict[str, float], dict[str, float]]:
         """(allocated tensors by category, GPU-only terms) of pipeline rank ``r``, GiB
         (:func:`rank_allocated_bytes`, :func:`rank_gpu_only_bytes`)."""
-        tracked, gpu = _rank_parts(self.table, self.config, self.ranks.rank(r), r)
+        tracked, gpu = rank_parts(self.table, self.config, self.ranks.rank(r), r)
         return {k: v / GIB for k, v in tracked.items()}, {k: v / GIB for k, v in gpu.items()}
 
     @property
@@ -106,15 +93,6 @@ class StepEstimate:
     @property
     def over_by_gib(self) -> float:
         return max(0.0, self.peak_memory_gib - self.capacity_gib)
-
-
-def _terms(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
-    """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
-    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward, cfg.grad_accum_fusion)
-    hit = table.memo.get(key)
-    if hit is None:
-        hit = table.memo[key] = engine_terms(cfg)
-    return hit
 
 
 def _fp8_speedup(table: CostTable, cfg: ParallelConfig) -> float:
@@ -343,145 +321,3 @@ def _optimizer_time(table: CostTable, cfg: ParallelConfig, t: RankSums) -> float
     host = cfg.num_microbatches * terms.microbatch_host_s
     passes = gradient_pass_bytes(cfg, terms, local, shard if cfg.zero >= 2 else t.params)
     return (ADAM_BYTES_PER_PARAM * local + passes) / bandwidth + 4 * eff.kernel_overhead_us * 1e-6 + eff.step_fixed_s + host
-
-
-def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
-    """Memory of pipeline rank ``rank`` holding ``t`` in GiB, on a GPU: what PyTorch allocates
-    (:func:`rank_allocated_bytes`) with the GPU-only terms (:func:`rank_gpu_only_bytes`) in ``buffers``."""
-    parts, gpu_only = _rank_parts(table, cfg, t, rank)
-    parts["buffers"] += sum(gpu_only.values())
-    return {k: v / GIB for k, v in parts.items()}
-
-
-def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
-    """(dense, expert) (params, grads, optimizer states) bytes, each sharded over its group."""
-    dense_shard = cfg.dp * cfg.cp
-    sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    zero = 2 if cfg.zero == 1 and terms.zero1_shards_grads else cfg.zero
-    if zero == 2 and terms.pp_unsharded_grads:  # whole gradients accumulate across micro-batches
-        zero = 1
-    d = model_state_bytes(t.params - t.expert_params, dense_shard, zero, *sizes)
-    e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), zero, *sizes)
-    return d, e
-
-
-def _flight(cfg: ParallelConfig, rank: int) -> float:
-    flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
-    if cfg.offload_activations:  # one micro-batch's stage on the GPU while the rest waits on the host
-        flight = min(flight, 1.0)
-    return flight
-
-
-def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
-    """Bytes of tensors pipeline rank ``rank`` holds at its peak, what PyTorch's allocator hands out
-    and ``torch.distributed._tools``' memory tracker counts: model states (dense and expert parts
-    sharded over their groups), activations of the in-flight micro-batches plus the largest
-    transient (at the peak phase, :func:`_peak_phase`, where the engine frees gradients every step)
-    and, on a GPipe last stage, the other micro-batches' losses (``costmodel.memory.held_loss_bytes``),
-    communication buffers (:func:`_buffer_bytes`)."""
-    return _rank_parts(table, cfg, t, rank)[0]
-
-
-def _rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> tuple[dict[str, float], dict[str, float]]:
-    """(:func:`rank_allocated_bytes`, :func:`rank_gpu_only_bytes`) of one rank, computed together."""
-    terms = _terms(table, cfg)
-    d, e = _state_bytes(cfg, t, terms)
-    flight = _flight(cfg, rank)
-    held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
-    grads = d[1] + e[1] + held_grad
-    acts = flight * t.act_bytes + t.work_bytes
-    if terms.grads_freed_each_step:
-        acts, grads = _peak_phase(cfg, t, flight, grads, end_work)
-    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
-    if cfg.schedule == "gpipe":
-        acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
-    allocated = {
-        "params": d[0] + e[0],
-        "grads": grads,
-        "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
-        "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms),
-    }
-    gpu_only = {
-        "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
-        "allocator_slack": FRAGMENTATION * acts,
-        "allocator_cache": max(0.0, d[1] + e[1] - grads),
-        "allocator_loss_block": stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0,
-    }
-    return allocated, gpu_only
-
-
-def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
-    """Bytes a GPU run holds beyond the tensors (:func:`rank_allocated_bytes`), which a memory
-    tracker never sees:
-
-    - ``runtime_overhead``: the CUDA context, NCCL communicators and their buffers (allocated by
-      NCCL outside PyTorch's caching allocator), framework workspaces: the cluster's
-      ``runtime_overhead_gib``;
-    - ``allocator_slack``: the caching allocator's rounding and fragmentation,
-      :data:`FRAGMENTATION` of the activations (Megatron-LM's memory estimator multiplies
-      activations by 1.05);
-    - ``allocator_cache``: gradients an engine frees at every step's ``zero_grad`` before its peak
-      (``EngineTerms.grads_freed_each_step``) stay reserved in the caching allocator's cache (it
-      returns no block to the device, and activations larger than a freed gradient block cannot
-      reuse it): their bytes count towards the reserved peak though no tensor holds them. Evidence:
-      torchtitan's published reserved peaks for Llama 3.1 8B on 8 and 128 GPUs
-      (``planner/reference/published_runs.csv``) differ by 15.4 GiB where the model states differ by
-      10.5 GiB, and by 14.0 GiB with the sharded gradients [assumption: the freed gradient blocks are
-      not reused by the activations].
-    - ``allocator_loss_block``: the freed bf16 logits' block an eager loss's fp32 backward buffers
-      cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``).
-    """
-    return _rank_parts(table, cfg, t, rank)[1]
-
-
-def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: EngineTerms, rank: int) -> tuple[float, float]:
-    """(held, transient) bytes of a full-vocabulary embedding gradient on the pipeline rank holding
-    the embedding under TP (``EngineTerms.tp_embedding_full_grad``): the bf16 V x h gradient (2 B per
-    element) and, where it is reduced at once, its fp32 copy for the ``reduce_dtype`` reduce-scatter
-    (4 B), transient at the end of backward; where gradients accumulate across micro-batches
-    (``pp_unsharded_grads``) the fp32 accumulator is the whole table, 4 B per element held instead of
-    4/t (measured with torch's tracker on Llama 3.1 70B at tp 8: 3.9 GiB accumulator, 2.0 GiB bf16)."""
-    if not terms.tp_embedding_full_grad or cfg.tp == 1 or rank != 0:
-        return 0.0, 0.0
-    table_elems = float(sum(x.vocab_size * x.hidden_size for x in table.model.layers if isinstance(x, EmbeddingLayer)))
-    if terms.pp_unsharded_grads:
-        return 4 * table_elems * (1 - 1 / cfg.tp), 2 * table_elems
-    return 0.0, 6 * table_elems
-
-
-def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, grads: float, end_work: float = 0.0) -> tuple[float, float]:
-    """(activations, gradients) bytes at the peak of a rank whose gradients are set to None every
-    step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
-
-    A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
-    transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
-    or in a pipeline rank that holds every micro-batch it runs; all of them otherwise: the runtime
-    reduces each micro-batch's gradients into the sharded ones, and a pipeline's steady state runs a
-    forward after the first backward). B, the end of a backward: every gradient, with one micro-batch
-    fewer in flight. Between them activations are freed layer by layer while the layer's gradients
-    appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
-    (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
-    reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
-    recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B."""
-    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = (flight * t.act_bytes + t.work_bytes, grads if runs_more else 0.0)
-    end = (max(flight - 1.0 / cfg.vpp, 0.0) * t.act_bytes + max(t.work_bytes, end_work), grads)  # one chunk-micro-batch done
-    return start if sum(start) >= sum(end) else end
-
-
-def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
-    largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
-    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`),
-    the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
-    (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
-    parameters: an upper bound, since the embedding and head stay bf16)."""
-    p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
-    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
-    zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
-    if terms.fsdp_keeps_gathered:
-        zero3 = FSDP2_PP_GATHERED_BYTES * t.params
-    sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
-    fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
-    return p2p + zero3 + sp + fp8

@@ -13,62 +13,82 @@ from typing import TYPE_CHECKING, Any
 from planner.errors import InputError, NoFeasiblePlanError
 
 if TYPE_CHECKING:
-    from planner.estimator import EstimateResult
-    from planner.schema import Plan
+    from planner.estimation.result import EstimateResult
+    from planner.plans.schema import Plan
 
 __all__ = ["estimate", "plan", "estimate_plan", "load_plan", "config_plan", "save_plan", "InputError", "NoFeasiblePlanError"]
 
 
 def estimate(**kwargs: Any) -> EstimateResult:
-    """Predict one parallel configuration; see :func:`planner.estimator.estimate`."""
-    from planner.estimator import estimate as _estimate
+    """Predict one parallel configuration; see :func:`planner.estimation.estimate.estimate`."""
+    from planner.estimation.estimate import estimate as _estimate
 
     return _estimate(**kwargs)
 
 
 def plan(**kwargs: Any) -> Plan:
-    """Search the fastest plan that fits; see :func:`planner.plans.plan`."""
-    from planner.plans import plan as _plan
+    """Search the fastest plan that fits; see :func:`planner.plans.build.plan`."""
+    from planner.plans.build import plan as _plan
 
     return _plan(**kwargs)
 
 
 def estimate_plan(path: str, retrace: bool = False) -> EstimateResult:
     """Re-estimate the configuration a plan file records, once it validates; see
-    :func:`planner.plans.estimate_plan`."""
-    from planner.plans import estimate_plan as _estimate_plan
+    :func:`planner.plans.load.estimate_plan`."""
+    from planner.plans.load import estimate_plan as _estimate_plan
 
     return _estimate_plan(path, retrace)
 
 
 def load_plan(path: str, retrace: bool = False) -> Plan:
     """Read a plan file and validate it as ``meshplan validate`` does (nothing it names is run
-    unless ``retrace``); see :func:`planner.plans.load_plan`."""
-    from planner.plans import load_plan as _load_plan
+    unless ``retrace``); see :func:`planner.plans.load.load_plan`."""
+    from planner.plans.load import load_plan as _load_plan
 
     return _load_plan(path, retrace)
 
 
 def config_plan(**kwargs: Any) -> Plan:
     """The plan of exactly the configuration ``estimate(**kwargs)`` estimates (``meshplan estimate -o``);
-    see :func:`planner.given.config_plan`."""
-    from planner.given import config_plan as _config_plan
+    see :func:`planner.plans.given.config_plan`."""
+    from planner.plans.given import config_plan as _config_plan
 
     return _config_plan(**kwargs)
 
 
 def save_plan(plan: Plan, path: str) -> None:
-    """Write a plan file atomically; see :func:`planner.given.save_plan`."""
-    from planner.given import save_plan as _save_plan
+    """Write a plan file atomically; see :func:`planner.plans.given.save_plan`."""
+    from planner.plans.given import save_plan as _save_plan
 
     _save_plan(plan, path)
 
 
+def export(plan: Plan, to: str, model: Any = None) -> Any:
+    """A plan's export for one engine (``megatron``: ``.argv()`` / ``.groups``, ``torchtitan``: ``.toml()`` /
+    ``.python()``, ``deepspeed``: ``.config`` / ``.code``), as ``meshplan export`` writes it; raises
+    ``UnsupportedPlanError`` (an ``InputError``) naming a field the engine cannot express. See
+    :func:`planner.outputs.export.export`."""
+    from planner.outputs.export import export as _export
+
+    return _export(plan, to, model)
+
+
+def report(plan: Plan, format: str = "md") -> str:
+    """The plan report as Markdown (``md``) or one self-contained HTML page (``html``); see
+    :func:`planner.outputs.report.render_report`."""
+    from planner.outputs.report import render_report
+
+    return render_report(plan, format)
+
+
+__all__ += ["export", "report"]
+
+
 def sweep(**kwargs: Any) -> Any:
     """The best plan, time and cost to train for every point of a grid of clusters, GPU counts,
-    batches and sequence lengths; see :func:`planner.sweep.api.sweep`. (Once ``planner.sweep`` is
-    imported it names the package, which is callable the same way.)"""
-    from planner.sweep.api import sweep as _sweep
+    batches and sequence lengths; see :func:`planner.capacity.api.sweep`."""
+    from planner.capacity.api import sweep as _sweep
 
     return _sweep(**kwargs)
 

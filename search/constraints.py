@@ -79,7 +79,7 @@ def _distance(option: Option, constraints: Constraints) -> float:
 
 
 def option_summary(x: Option) -> str:
-    """One line naming an option's shape (as ``planner.plans.summary`` names a configuration)."""
+    """One line naming an option's shape (as ``planner.plans.build.summary`` names a configuration)."""
     sched = x.schedule + (f" v{x.vpp}" if x.vpp > 1 else "")
     return (f"tp {x.tp} x pp {x.pp} x cp {x.cp} x dp {x.dp} (ep {x.ep}), {'sp, ' if x.sp else ''}zero {x.zero}, "
             f"{sched}, micro-batch {x.micro_batch}")

@@ -53,14 +53,14 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
                 table: CostTable | None = None) -> SearchResult:
     """Find the fastest configuration that fits (see module docstring).
 
-    ``table``: a cost table of ``model`` on ``cluster`` to reuse across searches (``planner.sweep``
+    ``table``: a cost table of ``model`` on ``cluster`` to reuse across searches (``planner.capacity``
     shares one per model and cluster); its memos hold pure functions of their keys, so the result is
     the same as with a fresh table."""
     start = time.perf_counter()
     deadline = start + DEADLINE_SHARE * req.time_limit_s if req.time_limit_s else None
     table = table if table is not None and table.model is model and table.cluster is cluster else build_cost_table(model, cluster)
     every = _all_options(model, cluster, req)
-    # Shared by every search on this table (planner.sweep reuses one table across GPU counts and
+    # Shared by every search on this table (planner.capacity reuses one table across GPU counts and
     # batches): a key must name all its value depends on besides the table, not only what varies
     # within one search.
     memo: dict = table.memo.setdefault("search.bounds", {})

@@ -154,7 +154,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     zeros = [z for z in range(4) if c.allows("zero", z) and zero_allowed(rules, z, mesh.pp, mesh.dp, mesh.cp, mesh.ep, moe)]
     split = _engine_split(model, mesh, rules.split)
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
-    splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.validation)
+    splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.plans.config_checks)
     sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]

@@ -1,6 +1,6 @@
 """What each engine can express (ecosystem-notes B1-B3, B6), as restrictions on the search space.
 
-Each rule is a refusal of the target's exporter (``planner/export``), so that the search never
+Each rule is a refusal of the target's exporter (``planner/outputs/export``), so that the search never
 proposes a plan its target cannot launch:
 
 Megatron-LM: one TP/CP/DP degree per job, ZeRO-2/3 (Megatron FSDP) only without pipelining, per-stage

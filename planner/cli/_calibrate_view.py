@@ -13,7 +13,7 @@ def print_calibration(result: Any, path: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from planner.calibrate import FACTORS, error_stats
+    from planner.calibration import FACTORS, error_stats
 
     console = Console()
     factors = Table(title="fitted factors", title_justify="left", box=box.SIMPLE_HEAD)

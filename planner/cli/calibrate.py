@@ -45,10 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Load, fit, write atomically, print."""
-    from planner.calibrate import calibrate, calibrated_entry, load_observations
-    from planner.calibrate.output import calibration_block
+    from planner.calibration import calibrate, calibrated_entry, load_observations
+    from planner.calibration.output import calibration_block
     from planner.cli._cluster_out import check_target, resolve_cluster_entry, write_cluster_file
-    from planner.inputs import resolve_cluster_arg
+    from planner.intake.arguments import resolve_cluster_arg
 
     check_target(args.output)
     cluster = resolve_cluster_arg(args.cluster)

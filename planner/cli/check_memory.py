@@ -3,7 +3,7 @@
 Builds the plan's model on the meta device, applies the plan on torch's fake process group of the
 plan's full world size, runs one training step on fake tensors under torch's FSDPMemTracker and
 prints each pipeline-rank kind's peak by category beside the cost model's prediction
-(:mod:`planner.runtime.memcheck`). No GPU and no memory are needed.
+(:mod:`planner.runtime.memcheck.check`). No GPU and no memory are needed.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Measure and print; bad input leaves as InputError (exit 2)."""
     from planner.errors import InputError
-    from planner.plans import load_plan
-    from planner.runtime.memcheck import check_memory
+    from planner.plans.load import load_plan
+    from planner.runtime.memcheck.check import check_memory
 
     plan = load_plan(args.plan, retrace=args.retrace)
     bad = [r for r in args.pp_rank or () if not 0 <= r < plan.mesh.pp]

@@ -40,7 +40,7 @@ _ENGINE_FLAGS = (
     "target", "precision", "attention", "tp_overlap", "tp_async", "grad_reduce_dtype", "dp_overlap", "compile",
     "loss_fusion", "grad_accum_fusion", "offload_optimizer", "offload_activations", "zero3_bucket",
 )
-"""Engine knobs (``planner.knobs``): None = the target engine's default."""
+"""Engine knobs (``planner.estimation.knobs``): None = the target engine's default."""
 _LAYOUT_FLAGS = ("ep", "schedule", "stage_layers")
 """Further parallel settings, passed only when given (``planner.estimate`` defaults otherwise)."""
 _CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS, *_LAYOUT_FLAGS)
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     with stdout_to_stderr():  # a model factory's prints go to stderr: stdout carries the result alone
         result = _estimate(args)
     if args.json:
-        from planner.jsonio import dumps
+        from planner.intake.jsonio import dumps
 
         print(dumps(result.model_dump(), indent=2))
     else:
@@ -148,7 +148,7 @@ def _plan_writer(path: str) -> Callable[..., Any]:
     """``planner.estimate`` that also writes the plan of the configuration to ``path`` (``-o``)."""
 
     def estimate_and_write(**settings: Any) -> Any:
-        from planner.given import config_plan, save_plan
+        from planner.plans.given import config_plan, save_plan
 
         plan = config_plan(**settings)
         save_plan(plan, path)

@@ -40,8 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export the plan once it validates; a refusal leaves as an InputError (exit 2) for ``main``."""
-    from planner.export import engine_export, text_of
-    from planner.plans import load_plan_and_model
+    from planner.outputs.export import engine_export, text_of
+    from planner.plans.load import load_plan_and_model
 
     to_file = args.output is not None and args.output != "-"
     if to_file:

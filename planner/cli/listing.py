@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
 
 def model_rows() -> Rows:
     """Every model preset with its shape and parameter count."""
-    from planner.models import list_presets, model_summary, resolve_model
+    from planner.intake.models import list_presets, model_summary, resolve_model
 
     headers = ["name", "params", "layers", "hidden", "heads/kv", "ffn", "vocab", "experts", "description"]
     rows = []

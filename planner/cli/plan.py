@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         check_output(args.report, "--report")
         if Path(args.report).suffix not in (".html", ".htm", ".md"):
             raise UsageError(f"plan: --report {args.report} must end in .html or .md (the report's format)")
-    from planner.plans import plan as make_plan  # deferred: the search is not needed for --help
+    from planner.outputs.report import render_report
+    from planner.plans.build import plan as make_plan  # deferred: the search is not needed for --help
 
     progress = SearchProgress()
     try:
@@ -147,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"meshplan: wrote {args.output}", file=sys.stderr)
     if args.report is not None:
         fmt = "md" if args.report.endswith(".md") else "html"
-        write_output(args.report, plan.report(format=fmt), "--report")
+        write_output(args.report, render_report(plan, fmt), "--report")
         print(f"meshplan: wrote {args.report}", file=sys.stderr)
     if args.json or args.output == "-":
         sys.stdout.write(text)
@@ -158,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
 def summary_text(plan: Any) -> str:
     """A few lines for a person: the plan, its predicted speed and memory, the search facts."""
-    from planner.plans import summary
+    from planner.plans.build import summary
 
     est, s, search = plan.estimate, plan.schedule, plan.search
     sizes = [len(st.layers) for st in plan.stages]

@@ -57,7 +57,7 @@ def pick_format(fmt: str | None, output: str | None) -> str:
 def write_report(plan_path: str, output: str | None, fmt: str | None, reestimate: bool = True, retrace: bool = False) -> str:
     """Render the report of ``plan_path`` once it validates and write it (stdout for None or '-');
     return the format."""
-    from planner.plans import load_plan_and_model
+    from planner.plans.load import load_plan_and_model
 
     chosen = pick_format(fmt, output)
     if output is not None and output != "-":
@@ -70,7 +70,7 @@ def write_report(plan_path: str, output: str | None, fmt: str | None, reestimate
 def save_report(plan: Any, output: str | None, fmt: str | None = None, reestimate: bool = True, model: Any = None) -> str:
     """Render the report of a ``Plan`` and write it atomically (stdout for None or '-'); return the
     format. ``meshplan plan --report FILE`` calls this with the plan it has just written."""
-    from planner.report import render_report
+    from planner.outputs.report import render_report
 
     chosen = pick_format(fmt, output)
     text = render_report(plan, chosen, model=model, reestimate=reestimate)

@@ -63,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     if args.output:
         check_output(args.output, "-o")  # refuse a bad output path before any work
-    from planner.plans import load_plan, runtime_model
+    from planner.plans.load import load_plan
+    from planner.plans.named_model import runtime_model
 
     plan = load_plan(args.plan, retrace=args.retrace)
     model = runtime_model(plan, args.model, args.retrace)  # never what the plan names, unless --retrace

@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     """Sweep, print the table (or JSON), write the files; errors leave for ``main``."""
     _check_outputs(args)
     from planner.errors import NoFeasiblePlanError
-    from planner.sweep import sweep
+    from planner.capacity.api import sweep
 
     start = time.perf_counter()
     with stdout_to_stderr():  # a model factory's prints, a solver's banner: stdout carries the result alone
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_report(run_, report: Path):
     """Plan files and plan reports first, the page last; returns the result with the file names."""
-    from planner.sweep.report import plan_files, render
+    from planner.capacity.report import plan_files, render
 
     links = plan_files(run_.result, report)
     folder = report.parent / f"{report.stem}_plans"
@@ -153,7 +153,7 @@ def _write_report(run_, report: Path):
 
 def _print(result) -> None:
     from planner.cli._tables import print_table
-    from planner.sweep.report import _cell
+    from planner.capacity.report import _cell
 
     headers = ["cluster", "GPUs", "seq", "batch", "step", "tokens/s", "MFU", "scaling", "free GiB", "days", "cost", "MWh", "plan"]
     rows = [[pt.cluster, str(pt.gpus), str(pt.seq_len), str(pt.global_batch or "-"), _cell(pt.step_time_s, "s"), _cell(pt.tokens_per_s, "count"),

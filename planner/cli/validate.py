@@ -1,4 +1,4 @@
-"""``meshplan validate plan.json``: check a plan file with the plan validator (``planner.validate``).
+"""``meshplan validate plan.json``: check a plan file with the plan validator (``planner.plans.plan_checks``).
 
 Exit 0 with a one-line "valid" summary on stdout; exit 2 with every problem on the one
 ``meshplan: error:`` line (joined with "; ") when the plan is invalid or cannot be read.
@@ -32,7 +32,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate the plan; problems leave as one InputError (exit 2) for ``main``."""
-    from planner.plans import check_plan, plan_model, read_plan, summary
+    from planner.plans.load import check_plan
+    from planner.plans.named_model import plan_model
+    from planner.plans.files import read_plan
+    from planner.plans.build import summary
 
     plan = read_plan(args.plan)
     with stdout_to_stderr():  # a re-traced factory's prints

@@ -32,7 +32,7 @@ from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
 from planner.runtime.stage import ROOT, StageModule, build_stages
-from planner.schema import Plan
+from planner.plans.schema import Plan
 
 Optimizer = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 

@@ -1,8 +1,8 @@
 """Map a plan's ordered layer list back to the modules of a torch model.
 
 The plan numbers a model's layers in execution order: embedding, transformer blocks (or other
-units), final norm, head (``planner.schema.ModelInfo.layer_names``). The tracer decomposes a
-module tree into the same units (:func:`planner.trace.units.find_units`): embedding tables, blocks
+units), final norm, head (``planner.plans.schema.ModelInfo.layer_names``). The tracer decomposes a
+module tree into the same units (:func:`planner.intake.trace.units.find_units`): embedding tables, blocks
 (an attention submodule plus an MLP), elements of a ``ModuleList`` / ``Sequential``, and leaves
 (a norm, a Linear head). Parameter-free leaves (rotary tables, activations) are glue, not layers.
 Here every non-glue unit, in module order, is one plan layer; a module whose unit count or
@@ -23,7 +23,7 @@ from typing import Literal
 from torch import nn
 
 from planner.errors import InputError
-from planner.schema import Plan
+from planner.plans.schema import Plan
 
 LayerKind = Literal["embedding", "block", "norm", "head", "other"]
 
@@ -58,7 +58,7 @@ class LayerMap:
 
 
 def _kind(module: nn.Module, unit_kind: str, last: bool) -> LayerKind:
-    from planner.trace.units import norm_kind
+    from planner.intake.trace.units import norm_kind
 
     if unit_kind in ("embedding", "tables"):
         return "embedding"
@@ -73,7 +73,7 @@ def _kind(module: nn.Module, unit_kind: str, last: bool) -> LayerKind:
 
 def map_layers(module: nn.Module, plan: Plan) -> LayerMap:
     """Map ``plan``'s layers onto ``module``'s units; InputError naming the first mismatch."""
-    from planner.trace.units import find_units
+    from planner.intake.trace.units import find_units
 
     umap = find_units(module)
     heavy = [u for u in umap.units.values() if not u.light]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from planner.errors import InputError
-from planner.schema import Plan
+from planner.plans.schema import Plan
 
 DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
 

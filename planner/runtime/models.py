@@ -8,8 +8,8 @@ after Su et al. 2021 when there is no position table) and a GELU or SwiGLU MLP, 
 Linear head (tied to the embedding when the spec says so), without dropout (runs are deterministic,
 so that plans can be compared step for step). Its parameter count equals
 ``costmodel.params.layer_params`` summed over the spec's layers, which :mod:`planner.runtime.layers`
-checks. A Hugging Face ``config.json`` is built by ``transformers`` (:func:`planner.trace.load.hf_model`)
-and a factory is called (:func:`planner.trace.load.load_factory`). Everything is built on ``meta``.
+checks. A Hugging Face ``config.json`` is built by ``transformers`` (:func:`planner.intake.trace.load.hf_model`)
+and a factory is called (:func:`planner.intake.trace.load.load_factory`). Everything is built on ``meta``.
 """
 
 from __future__ import annotations
@@ -155,14 +155,14 @@ def build_model(arg: Any, trace: bool = False, device: str | torch.device = "met
             return DecoderLM(arg)
     text = str(arg)
     if text.endswith(".json"):
-        from planner.trace.load import hf_model
+        from planner.intake.trace.load import hf_model
 
         meta = hf_model(text)[0]
         if torch.device(device).type == "meta":
             return meta
         with torch.device(device):
             return type(meta)._from_config(meta.config, attn_implementation="sdpa")
-    from planner.models import _FACTORY, resolve_model  # the intake's own pattern for factories
+    from planner.intake.models import _FACTORY, resolve_model  # the intake's own pattern for factories
 
     if _FACTORY.match(text):
         return _factory(text, device)
@@ -172,7 +172,7 @@ def build_model(arg: Any, trace: bool = False, device: str | torch.device = "met
 
 
 def _factory(text: str, device: str | torch.device) -> nn.Module:
-    from planner.trace.load import _import_target, load_factory, unpack_factory_result
+    from planner.intake.trace.load import _import_target, load_factory, unpack_factory_result
 
     if torch.device(device).type == "meta":
         return load_factory(text)[0]

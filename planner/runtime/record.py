@@ -22,11 +22,11 @@ _RECORD = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
 
 class PlanSummary(BaseModel):
-    """The plan that ran: enough to re-estimate it (``planner.estimator.estimate_config``)."""
+    """The plan that ran: enough to re-estimate it (``planner.estimation.result.estimate_config``)."""
 
     model_config = _RECORD
     summary: str
-    """One line naming the configuration (``planner.plans.summary``)."""
+    """One line naming the configuration (``planner.plans.build.summary``)."""
     model_arg: str
     """The plan's ``model.arg`` (preset, config.json path or factory)."""
     cluster_name: str

@@ -36,7 +36,7 @@ from planner.runtime.record import (
     StepTimeStats,
     compare,
 )
-from planner.schema import Plan
+from planner.plans.schema import Plan
 
 GIB = 2**30
 
@@ -45,8 +45,8 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
              device_type: str | None = None, retrace: bool = False) -> RunRecord | None:
     """Train ``plan`` on ``model`` and measure it. ``model`` must be the plan's model; without it
     only a preset plan runs, or, with ``retrace``, the model the plan names (runs its factory: plans
-    you trust) (``planner.plans.runtime_model``)."""
-    from planner.plans import runtime_model
+    you trust) (``planner.plans.named_model.runtime_model``)."""
+    from planner.plans.named_model import runtime_model
 
     arg = runtime_model(plan, model, retrace)
     module = build_model(arg, trace=plan.model.trace)
@@ -154,7 +154,8 @@ def _cpu_name() -> str:
 def _record(plan: Plan, arg: Any, runtime: Runtime, params: int, seed: int, steps: int, warmup: int,
             losses: list[float], times: list[float], memory: list[dict[str, Any]]) -> RunRecord:
     from costmodel.flops import model_flops_per_step
-    from planner.plans import plan_model, summary
+    from planner.plans.named_model import plan_model
+    from planner.plans.build import summary
 
     timed = times[warmup:] or times
     median = statistics.median(timed)

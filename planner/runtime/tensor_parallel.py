@@ -83,7 +83,7 @@ class VocabParallelTables(ParallelStyle):
 
 def block_roles(block: nn.Module) -> tuple[dict[str, str], list[str], int]:
     """({linear path: "column" | "row"}, norm paths over the hidden size, hidden size) of a block."""
-    from planner.trace.units import attention_modules, norm_kind
+    from planner.intake.trace.units import attention_modules, norm_kind
 
     linears = [(n, m) for n, m in block.named_modules() if isinstance(m, nn.Linear)]
     if not linears:

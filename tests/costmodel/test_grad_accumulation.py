@@ -13,7 +13,7 @@ import pytest
 from costmodel.specs import ParallelConfig
 from costmodel.step import _accumulation_time, estimate_step
 from costmodel.table import build_cost_table
-from planner.models import resolve_model
+from planner.intake.models import resolve_model
 from profiles import load_cluster
 
 PARAMS = 2.0e9

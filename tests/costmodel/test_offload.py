@@ -8,7 +8,7 @@ from costmodel.offload import CPU_ADAM_BYTES_PER_PARAM, HOST_DRAM_GBPS_PER_GPU, 
 from costmodel.specs import ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
-from planner.models.presets import build_preset
+from planner.intake.models.presets import build_preset
 from profiles import load_cluster
 
 TITAN = load_cluster("grand-teton-h100")

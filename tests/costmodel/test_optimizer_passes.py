@@ -12,7 +12,7 @@ import pytest
 from costmodel.specs import ParallelConfig
 from costmodel.step import ADAM_BYTES_PER_PARAM, _optimizer_time, _terms
 from costmodel.table import build_cost_table
-from planner.models import resolve_model
+from planner.intake.models import resolve_model
 from profiles import load_cluster
 
 PARAMS = 2.0e9

@@ -7,7 +7,7 @@ import pytest
 from costmodel.specs import ParallelConfig
 from costmodel.step import STEP_FIXED_S, estimate_step
 from costmodel.table import build_cost_table
-from planner.models import resolve_model
+from planner.intake.models import resolve_model
 from profiles import load_cluster
 from search.bounds import bound_s
 

@@ -46,8 +46,8 @@ def valid_plan_dict() -> dict[str, Any]:
     from costmodel.specs import ParallelConfig
     from costmodel.step import estimate_step
     from costmodel.table import build_cost_table
-    from planner.inputs import resolve_cluster_arg, resolve_model_arg
-    from planner.plans import build_plan
+    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+    from planner.plans.build import build_plan
     from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
     spec, hw = resolve_model_arg("llama3.1-8b"), resolve_cluster_arg("dgx-h100")

@@ -48,7 +48,7 @@ def test_plan_refuses_bad_time_limit_and_headroom(limit, headroom) -> None:
                                         "/etc/passwd", "\udcff\udcfe.json", "\udcffmodel", "os:system", "..", ""]),
                        st.text(min_size=1, max_size=40).filter(lambda s: "\x00" not in s)))
 def test_model_and_cluster_arguments(kind, value) -> None:
-    from planner.models import PRESETS
+    from planner.intake.models import PRESETS
     from profiles import list_clusters
 
     names = set(PRESETS) | {c.name.lower() for c in list_clusters()}

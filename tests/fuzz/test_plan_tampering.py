@@ -70,7 +70,7 @@ def test_a_plan_naming_code_never_runs_it(tmp_path_factory, good_plan, arg, keep
     data = copy.deepcopy(good_plan)
     data["model"]["arg"] = arg.format(d=folder)
     if keep_spec:  # a layer list that does not hash to the digest: the plan was edited
-        from planner.models import resolve_model
+        from planner.intake.models import resolve_model
 
         spec = resolve_model("llama3.1-8b").model_dump(mode="json")
         spec["layers"][1]["hidden_size"] = 8192

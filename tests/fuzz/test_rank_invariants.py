@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
 from planner.errors import InputError
-from planner.estimator import build_config, result_from_step
-from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.estimation.estimate import build_config
+from planner.estimation.result import result_from_step
+from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
 from fuzzkit import FUZZ
 

@@ -119,7 +119,7 @@ def test_gpu_lookup_accepts_aliases_and_device_names() -> None:
 
 
 def test_every_gpu_states_its_tdp_with_a_source() -> None:
-    """The sweep's energy figure reads the profile's TDP (``planner.sweep.economics``)."""
+    """The sweep's energy figure reads the profile's TDP (``planner.capacity.economics``)."""
     for gpu in list_gpus():
         assert gpu.tdp_w is not None and gpu.tdp_w > 0, gpu.name
         assert f"{gpu.tdp_w:g} W" in gpu_sources(gpu.name)["tdp_w"], gpu.name

@@ -19,10 +19,10 @@ from costmodel.specs import (
     ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, TransformerLayer,
 )
 from planner.errors import InputError
-from planner.inputs import resolve_model_arg
-from planner.plans import build_plan
-from planner.plans import plan as make_plan
-from planner.validate import plan_problems
+from planner.intake.arguments import resolve_model_arg
+from planner.plans.build import build_plan
+from planner.plans.build import plan as make_plan
+from planner.plans.plan_checks import plan_problems
 from search.core import search_plan
 from search.exhaustive import exhaustive_search, space_size
 from search.types import SearchRequest

@@ -125,7 +125,7 @@ TIME_LIMIT_PROBE = """
 import json, time
 from types import SimpleNamespace
 import search.core, search.frontier
-from planner.inputs import resolve_cluster_arg, resolve_model_arg
+from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 from search.core import search_plan
 from search.types import SearchRequest
 search.core.time = search.frontier.time = SimpleNamespace(perf_counter=time.process_time)

@@ -48,7 +48,7 @@ def profile_cluster(options: ProfileOptions, *, name: str, preset: str | None = 
     cluster file); by default the GPU's default node preset, none for a CPU. Raises InputError when the
     device is not there or the ranks do not fill whole nodes.
     """
-    from planner.inputs import resolve_cluster_arg
+    from planner.intake.arguments import resolve_cluster_arg
     from planner.runtime.profile.cluster_file import build_result
 
     device = check_device(options.device)

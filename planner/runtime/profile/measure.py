@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import torch
 import torch.distributed as dist
 
-from planner.runtime.profile import collectives as coll
-from planner.runtime.profile import compute
+import planner.runtime.profile.collectives as coll
+import planner.runtime.profile.compute as compute
 from planner.runtime.profile.derive import attention_efficiency
 from planner.runtime.profile.hardware import DeviceFacts
 from planner.runtime.profile.options import ProfileOptions

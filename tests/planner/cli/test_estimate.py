@@ -125,10 +125,10 @@ def test_plan_form_takes_no_configuration_flags(meshplan, one_line_error) -> Non
 def _write_plan(path: Path) -> float:
     """Search a plan for gpt-1.7b on 8 A100s, write it to ``path``, return its estimated step time.
 
-    Goes through the search and ``build_plan`` (what ``planner.plans.plan`` does before its checks).
+    Goes through the search and ``build_plan`` (what ``planner.plans.build.plan`` does before its checks).
     """
-    from planner.inputs import resolve_cluster_arg, resolve_model_arg
-    from planner.plans import build_plan
+    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+    from planner.plans.build import build_plan
     from search.core import search_plan
     from search.types import SearchRequest
 

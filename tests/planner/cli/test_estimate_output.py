@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from planner.plans import load_plan
-from planner.validate import plan_problems
+from planner.plans.load import load_plan
+from planner.plans.plan_checks import plan_problems
 
 JOB = ["--model", "gpt3-175b", "--cluster", "dgx-a100", "--gpus", "64", "--global-batch", "64", "--seq-len", "2048"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.models import list_presets
+from planner.intake.models import list_presets
 from profiles import list_clusters, list_gpus
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.plans import load_plan
-from planner.validate import plan_problems
+from planner.plans.load import load_plan
+from planner.plans.plan_checks import plan_problems
 
 TINY = {
     "model_type": "llama", "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,

@@ -11,8 +11,9 @@ import pytest
 
 from planner.cli import main
 from planner.errors import InputError
-from planner.plans import load_plan, runtime_model
-from tests.planner.factory_plans import FACTORY, fixed_plan_file
+from planner.plans.load import load_plan
+from planner.plans.named_model import runtime_model
+from tests.planner.plans.factory_plans import FACTORY, fixed_plan_file
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from planner.plans import load_plan
-from tests.planner.sweep.conftest import TINY, write_config
+from planner.plans.load import load_plan
+from tests.planner.capacity.conftest import TINY, write_config
 
 
 @pytest.fixture

@@ -37,7 +37,7 @@ LR = 1e-3
 
 _PRELOAD = ["torch", "torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
             "transformers.models.llama.modeling_llama", "planner.runtime.apply", "planner.runtime.init",
-            "planner.runtime.models", "planner.schema", "planner.trace", "planner.trace.load"]
+            "planner.runtime.models", "planner.plans.schema", "planner.intake.trace", "planner.intake.trace.load"]
 
 
 @dataclass(frozen=True)
@@ -111,7 +111,7 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
     from planner.runtime.apply import apply
     from planner.runtime.init import materialize, synthetic_tokens
     from planner.runtime.models import build_model
-    from planner.schema import Plan
+    from planner.plans.schema import Plan
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)

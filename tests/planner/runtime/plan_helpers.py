@@ -2,7 +2,7 @@
 
 ``meshplan plan --tp 2 ...`` (constraints) is another issue's work; until then a plan of a fixed
 configuration is the search result of exactly that configuration, turned into the plan JSON by
-``planner.plans.build_plan`` and checked by the plan validator, as ``meshplan plan`` does.
+``planner.plans.build.build_plan`` and checked by the plan validator, as ``meshplan plan`` does.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from typing import Any
 from costmodel.specs import ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
-from planner.inputs import resolve_cluster_arg, resolve_model_arg
-from planner.models.builder import decoder_lm
-from planner.models.presets import build_preset
-from planner.plans import build_plan
-from planner.schema import Plan
-from planner.validation import parallel_problems
+from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+from planner.intake.models.builder import decoder_lm
+from planner.intake.models.presets import build_preset
+from planner.plans.build import build_plan
+from planner.plans.schema import Plan
+from planner.plans.config_checks import parallel_problems
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
 SEQ, BATCH = 16, 8

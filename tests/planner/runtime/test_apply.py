@@ -152,7 +152,7 @@ def test_recompute_reruns_the_forward_in_backward(mode: str, forwards: int) -> N
 def test_selective_recompute_of_an_rmsnorm_preset_block_matches_plain_backward() -> None:
     """nn.RMSNorm mutates its own temporary (``mean(x^2).add_(eps)``): a policy that saved every op's
     output failed in backward ("Tensor cached during selective activation checkpoint has been mutated")."""
-    from planner.models.presets import build_preset
+    from planner.intake.models.presets import build_preset
     from planner.runtime.models import Block
 
     spec = build_preset("llama3.1-8b").layers[1].model_copy(update=dict(hidden_size=32, num_heads=4, num_kv_heads=2,

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from planner.cli import main
-from planner.models.builder import decoder_lm
-from planner.models.presets import build_preset
-from planner.runtime.memcheck import check_memory
-from planner.runtime.memcheck_cases import CASES, Case, case_plan
-from planner.runtime.memcheck_step import schedule_actions
+from planner.intake.models.builder import decoder_lm
+from planner.intake.models.presets import build_preset
+from planner.runtime.memcheck.check import check_memory
+from planner.runtime.memcheck.cases import CASES, Case, case_plan
+from planner.runtime.memcheck.step import schedule_actions
 
 
 def _plan(config: dict, model: str = "llama3.1-8b"):
@@ -66,8 +66,8 @@ def test_extrapolated_depth_equals_full_depth() -> None:
     from costmodel.specs import ParallelConfig
     from costmodel.step import estimate_step
     from costmodel.table import build_cost_table
-    from planner.inputs import resolve_cluster_arg
-    from planner.plans import build_plan
+    from planner.intake.arguments import resolve_cluster_arg
+    from planner.plans.build import build_plan
     from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
     cluster = resolve_cluster_arg("dgx-h100")
@@ -133,7 +133,7 @@ def test_eager_block_bytes_are_what_autograd_keeps(preset: str) -> None:
     from costmodel.specs import ParallelConfig
     from costmodel.step import local_config
     from costmodel.table import build_cost_table
-    from planner.inputs import resolve_cluster_arg
+    from planner.intake.arguments import resolve_cluster_arg
     from planner.runtime.models import Block
 
     spec = build_preset(preset)
@@ -164,8 +164,8 @@ def test_eager_block_bytes_are_what_autograd_keeps(preset: str) -> None:
 def test_prediction_is_for_the_module_torch_runs() -> None:
     """The runtime's decoder has no dropout: a preset specified with dropout is predicted without
     its masks, and the check says so; a model without dropout is predicted as specified."""
-    from planner.inputs import resolve_model_arg
-    from planner.runtime.memcheck import _as_built
+    from planner.intake.arguments import resolve_model_arg
+    from planner.runtime.memcheck.check import _as_built
 
     gpt = resolve_model_arg("megatron-gpt-1.7b")
     built, note = _as_built(gpt, "megatron-gpt-1.7b", False)

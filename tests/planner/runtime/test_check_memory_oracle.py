@@ -1,4 +1,4 @@
-"""torch's memory tracker as the cost model's oracle, at real sizes (``planner.runtime.memcheck_cases``).
+"""torch's memory tracker as the cost model's oracle, at real sizes (``planner.runtime.memcheck.cases``).
 
 Each case applies a real-size plan on torch's fake process group of the plan's world size, runs one
 training step under FSDPMemTracker on fake tensors, and requires the cost model's allocated-memory
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import pytest
 
-from planner.runtime.memcheck import check_memory
-from planner.runtime.memcheck_cases import CASES, case_model, case_plan
+from planner.runtime.memcheck.check import check_memory
+from planner.runtime.memcheck.cases import CASES, case_model, case_plan
 
 WITHIN, UNDER = 0.10, 0.03
 IN_CI = ("llama70b-fsdp64-zero3", "mixtral-fsdp8-zero3", "llama8b-tp8-sp-zero0-1mb")

@@ -14,7 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from plan_helpers import BATCH, SEQ, llama_spec, make_plan
 from planner.runtime.apply import apply
 from planner.runtime.init import materialize, synthetic_tokens
-from planner.runtime.memcheck_apply import start_fake_world, stop_fake_world
+from planner.runtime.memcheck.build import start_fake_world, stop_fake_world
 from planner.runtime.models import build_model
 
 BLOCKS = 2

@@ -1,5 +1,5 @@
 """``meshplan profile`` on CPU: one process in-process, and bad input (two gloo ranks under torchrun:
-``tests/planner/calibrate/test_loop.py``, which profiles that way as the first step of the loop).
+``tests/planner/calibration/test_loop.py``, which profiles that way as the first step of the loop).
 
 The file it writes is a cluster the loader, ``estimate`` and ``plan`` accept; every number is cited;
 the raw rows obey nccl-tests' bandwidth conventions.

@@ -1,0 +1,169 @@
+"""The runs ``meshplan calibrate`` fits on: run records of ``meshplan run`` (JSON,
+``planner.runtime.record.RunRecord``) and a CSV of the user's own measured runs.
+
+CSV columns (a header row, any order): ``model``, ``gpus``, ``global_batch``, ``seq_len``,
+``step_time_s`` are required; ``tp``, ``pp``, ``cp``, ``vpp``, ``micro_batch``, ``sp``, ``recompute``,
+``zero``, ``schedule`` (the ``meshplan estimate`` flags, same defaults), ``peak_memory_gib`` and
+``label`` are optional. ``model`` is what ``--model`` accepts; a relative path is looked up beside the
+CSV first.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from planner.errors import InputError
+
+REQUIRED = ("model", "gpus", "global_batch", "seq_len", "step_time_s")
+"""CSV columns every row needs."""
+OPTIONAL = ("tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "schedule", "peak_memory_gib", "label")
+"""CSV columns a row may give."""
+_INTS = ("gpus", "global_batch", "seq_len", "tp", "pp", "cp", "vpp", "micro_batch", "zero")
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured run: what ran and how long its step took."""
+
+    label: str
+    """Where it came from: the record's file, or ``file.csv:ROW``."""
+    model_arg: str
+    model: ModelSpec
+    config: ParallelConfig
+    step_time_s: float
+    """Measured median step time."""
+    peak_memory_gib: float | None = None
+    """Measured peak memory of the largest rank, when known."""
+
+    @property
+    def shape(self) -> str:
+        """The model and configuration: runs of the same shape are left out together in cross-validation."""
+        from planner.plans.build import summary
+
+        c = self.config
+        return f"{self.model_arg} {summary(c)}, global batch {c.global_batch}, seq {c.seq_len}"
+
+
+def load_observations(paths: list[str], cluster: ClusterSpec) -> list[Observation]:
+    """Every run in ``paths`` (run-record JSON files and CSV files), checked against ``cluster``."""
+    models: dict[str, ModelSpec] = {}
+    out: list[Observation] = []
+    for path in paths:
+        if Path(path).suffix.lower() == ".csv":
+            out += _csv_runs(Path(path), cluster, models)
+        else:
+            out.append(_record_run(Path(path), cluster, models))
+    return out
+
+
+def _model(arg: str, models: dict[str, ModelSpec]) -> ModelSpec:
+    from planner.intake.arguments import resolve_model_arg
+
+    if arg not in models:
+        models[arg] = resolve_model_arg(arg)
+    return models[arg]
+
+
+def _record_run(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) -> Observation:
+    """One run record, refused when it is not one, or not of its model or of this cluster's hardware."""
+    from planner.runtime.record import RunRecord
+
+    where = f"run record {path}"
+    try:
+        record = RunRecord.model_validate_json(path.read_bytes())
+    except OSError as err:
+        raise InputError(f"cannot read {where}: {err.strerror or err}") from None
+    except ValidationError as err:
+        first = err.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"]) or "the file"
+        raise InputError(f"{path} is not a meshplan run record ({loc}: {first['msg'].lower()}); give files written by meshplan run -o, or a CSV") from None
+    if record.model.arg != record.plan.model_arg:
+        raise InputError(f"{where}: it trained model '{record.model.arg}' but its plan is for '{record.plan.model_arg}': a record of another model")
+    model = _model(record.model.arg, models)
+    if len(model.layers) != record.model.num_layers:
+        raise InputError(f"{where}: model '{record.model.arg}' has {len(model.layers)} layers here but the run trained "
+                         f"{record.model.num_layers}: the record is for another model (or the model changed since)")
+    ran_on = str(record.plan.cluster.get("gpu", {}).get("name", "?"))
+    if ran_on != cluster.gpu.name:
+        raise InputError(f"{where} ran on GPU '{ran_on}' (cluster '{record.plan.cluster_name}'), not on the '{cluster.gpu.name}' "
+                         f"of cluster '{cluster.name}': calibrate a cluster on runs of its own hardware")
+    try:
+        config = ParallelConfig.model_validate(record.plan.config)
+    except ValidationError as err:
+        raise InputError(f"{where}: its plan's config does not validate: {err.errors()[0]['msg']}") from None
+    return Observation(str(path), record.model.arg, model, config, record.step_time.median_s, record.peak_memory_gib.measured)
+
+
+def _csv_runs(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) -> list[Observation]:
+    """Every row of a runs CSV (see the module doc)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError:
+        raise InputError(f"{path} is not UTF-8 text") from None
+    reader = csv.DictReader(text.splitlines())
+    header = [h.strip().lower() for h in (reader.fieldnames or [])]
+    missing = [c for c in REQUIRED if c not in header]
+    unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
+    if missing or unknown:
+        problems = ([f"missing column{'s' if len(missing) > 1 else ''} {', '.join(missing)}"] if missing else []) + (
+            [f"unknown column{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"] if unknown else [])
+        raise InputError(f"{path}: {'; '.join(problems)} (needs {', '.join(REQUIRED)}; may have {', '.join(OPTIONAL)})")
+    rows = [{k.strip().lower(): (v or "").strip() for k, v in row.items() if k is not None} for row in reader]
+    if not rows:
+        raise InputError(f"{path}: no runs below the header")
+    return [_csv_row(path, i + 2, row, cluster, models) for i, row in enumerate(rows)]
+
+
+def _csv_row(path: Path, line: int, row: dict[str, str], cluster: ClusterSpec, models: dict[str, ModelSpec]) -> Observation:
+    """One CSV row as a validated configuration (``planner.estimation.estimate.build_config``)."""
+    from planner.estimation.estimate import build_config
+
+    where = f"{path}:{line}"
+    values = {k: _value(k, v, where) for k, v in row.items() if v != ""}
+    for column in REQUIRED:
+        if column not in values:
+            raise InputError(f"{where}: empty '{column}'")
+    arg = str(values.pop("model"))
+    beside = path.parent / arg
+    arg = str(beside) if not Path(arg).is_absolute() and beside.exists() else arg
+    model = _model(arg, models)
+    step, memory, label = values.pop("step_time_s"), values.pop("peak_memory_gib", None), values.pop("label", None)
+    if step <= 0:
+        raise InputError(f"{where}: step_time_s must be positive, got {step}")
+    try:
+        config, _ = build_config(model, cluster, values.pop("gpus"), **values)
+    except InputError as err:
+        raise InputError(f"{where}: {err}") from None
+    return Observation(str(label or where), arg, model, config, float(step), None if memory is None else float(memory))
+
+
+def _value(column: str, text: str, where: str) -> Any:
+    """A CSV cell as the type its column needs."""
+    try:
+        if column in _INTS:
+            return int(text)
+        if column in ("step_time_s", "peak_memory_gib"):
+            return float(text)
+    except ValueError:
+        raise InputError(f"{where}: column '{column}' must be a number, got '{text}'") from None
+    if column == "sp":
+        flag = text.lower()
+        if flag not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+            raise InputError(f"{where}: column 'sp' must be true or false, got '{text}'")
+        return flag in ("true", "1", "yes", "on")
+    return text
+
+
+def observation_json(obs: Observation) -> dict[str, Any]:
+    """What the calibration block of the output cluster keeps of one run."""
+    return {"label": obs.label, "shape": obs.shape, "step_time_s": obs.step_time_s, "peak_memory_gib": obs.peak_memory_gib}
+
+

@@ -1,0 +1,137 @@
+"""The estimate of one configuration as data: what ``meshplan estimate --json`` prints and a plan's
+``estimate`` holds (DESIGN.md contract), built from the cost model's step estimate.
+
+MFU = model FLOPs / (GPUs x step time x dense BF16 peak), where model FLOPs exclude recomputation and
+count causal attention as half of the s x s work (``costmodel.flops``, stated there once).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from costmodel.step import StepEstimate, estimate_step
+from costmodel.table import CostTable, build_cost_table
+
+_STRICT = ConfigDict(frozen=True, extra="forbid")
+
+
+class TimeBreakdown(BaseModel):
+    """Where the step time goes, in seconds; the parts add up to ``step_time_s``."""
+
+    model_config = _STRICT
+    compute: float
+    exposed_comm: float
+    pipeline_bubble: float
+    recompute: float
+    optimizer: float
+
+
+class LinkTime(BaseModel):
+    """Time each dimension's communication occupies its links per step (hidden or not), seconds."""
+
+    model_config = _STRICT
+    tp: float
+    cp: float
+    ep: float
+    pp: float
+    dp: float
+
+
+class MemoryBreakdown(BaseModel):
+    """Memory of the most loaded GPU, GiB; the parts add up to ``peak_memory_gib``."""
+
+    model_config = _STRICT
+    params: float
+    grads: float
+    optimizer_states: float
+    activations: float
+    buffers: float
+
+
+class RankEstimate(BaseModel):
+    """One pipeline rank: its layers (as [start, end) chunks), time per micro-batch, memory."""
+
+    model_config = _STRICT
+    rank: int
+    chunks: list[list[int]]
+    time_per_microbatch_s: float
+    memory_gib: float
+
+
+class EstimateResult(BaseModel):
+    """Predicted performance of one configuration (the ``estimate --json`` object)."""
+
+    model_config = _STRICT
+    step_time_s: float
+    tokens_per_s: float
+    mfu: float
+    model_tflops_per_gpu: float
+    peak_memory_gib: float
+    memory_capacity_gib: float
+    fits: bool
+    over_by_gib: float
+    time_breakdown_s: TimeBreakdown
+    link_time_s: LinkTime
+    memory_breakdown_gib: MemoryBreakdown
+    memory_breakdown_rank: int = 0
+    """The pipeline rank ``memory_breakdown_gib`` and ``peak_memory_gib`` describe: the most-loaded
+    one, which can change between configurations (compare ``pipeline_ranks`` rank by rank)."""
+    pipeline_ranks: list[RankEstimate]
+    config: dict[str, Any]
+    assumptions: list[str]
+
+
+def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, assumptions: list[str]) -> EstimateResult:
+    """The contract's result object for a computed step estimate."""
+    gpus = cfg.num_gpus
+    peak = table.cluster.gpu.peak_bf16_tflops * 1e12
+    per_gpu = step.model_flops / (gpus * step.step_time_s)
+    r = step.ranks
+    ranks = [
+        RankEstimate(
+            rank=i,
+            chunks=[list(c) for c in r.chunks(i, cfg.pp)],
+            time_per_microbatch_s=float(step.rank_time_s[i]),
+            memory_gib=float(step.rank_memory_gib[i]),
+        )
+        for i in range(cfg.pp)
+    ]
+    return EstimateResult(
+        step_time_s=step.step_time_s,
+        tokens_per_s=cfg.global_batch * cfg.seq_len / step.step_time_s,
+        mfu=per_gpu / peak,
+        model_tflops_per_gpu=per_gpu / 1e12,
+        peak_memory_gib=step.peak_memory_gib,
+        memory_capacity_gib=step.capacity_gib,
+        fits=step.fits,
+        over_by_gib=step.over_by_gib,
+        time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),
+        link_time_s=LinkTime(**step.link_time_s),
+        memory_breakdown_gib=MemoryBreakdown(**step.memory_breakdown_gib),
+        memory_breakdown_rank=_peak_rank(step),
+        pipeline_ranks=ranks,
+        config=cfg.model_dump(mode="json"),
+        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions]),
+    )
+
+
+def _peak_rank(step: StepEstimate) -> int:
+    """The first pipeline rank whose memory breakdown is the step's (its largest peak)."""
+    memories = step.rank_memory_breakdown_gib
+    return next((r for r, parts in enumerate(memories) if parts == step.memory_breakdown_gib), 0)
+
+
+MFU_NOTE = "MFU counts model FLOPs only: no recompute, causal attention as half the s x s work"
+
+
+def _with_mfu_note(assumptions: list[str]) -> list[str]:
+    return assumptions if MFU_NOTE in assumptions else assumptions + [MFU_NOTE]
+
+
+def estimate_config(model: ModelSpec, cluster: ClusterSpec, cfg: ParallelConfig, assumptions: list[str] | None = None) -> EstimateResult:
+    """Estimate an already validated configuration."""
+    table = build_cost_table(model, cluster)
+    return result_from_step(table, cfg, estimate_step(table, cfg), list(assumptions or []))

@@ -1,0 +1,56 @@
+"""Each engine's exporter behind one call (:func:`engine_export`), and the models an engine's launcher
+cannot build whatever the plan (:func:`check_model_for`). The validator's last check calls these on a
+plan it has checked; ``planner.outputs.export.export`` is the entry point that checks first."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Union
+
+from planner.errors import InputError
+from planner.outputs.export.common import TARGETS
+
+if TYPE_CHECKING:
+    from costmodel.specs import ModelSpec
+    from planner.outputs.export.deepspeed import DeepSpeedExport
+    from planner.outputs.export.megatron import MegatronExport
+    from planner.outputs.export.torchtitan import TorchtitanExport
+    from planner.plans.schema import Plan
+
+    Export = Union[MegatronExport, TorchtitanExport, DeepSpeedExport]
+
+
+def check_model_for(target: str, model: ModelSpec) -> None:
+    """Refuse, before any search, a model ``target``'s launcher cannot build whatever the plan
+    (Megatron-LM's ``pretrain_gpt.py`` and torchtitan's decoder: embedding, causal decoder blocks,
+    final norm, output head); :class:`UnsupportedPlanError` names the layer."""
+    if target == "megatron":
+        from planner.outputs.export.megatron import check_model
+
+        check_model(model)
+    elif target == "torchtitan":
+        from planner.outputs.export.common import check_decoder
+
+        check_decoder(model, target, "torchtitan's decoder")
+
+
+def engine_export(plan: Plan, target: str, model: ModelSpec) -> Export:
+    """The exporter of ``target`` alone, on a plan already checked (the validator's last check
+    calls it: :func:`export` is the entry point)."""
+    check_target(target)
+    if target == "megatron":
+        from planner.outputs.export.megatron import megatron_export
+
+        return megatron_export(plan, model)
+    if target == "torchtitan":
+        from planner.outputs.export.torchtitan import torchtitan_export
+
+        return torchtitan_export(plan, model)
+    from planner.outputs.export.deepspeed import deepspeed_export
+
+    return deepspeed_export(plan, model)
+
+
+def check_target(target: str) -> None:
+    """:class:`InputError` unless ``target`` is an engine meshplan exports to."""
+    if target not in TARGETS:
+        raise InputError(f"unknown export target {target!r:.40}; use megatron, torchtitan or deepspeed")

@@ -1,0 +1,165 @@
+"""The memory oracle's cases: real-size models under every kind of split, as plans of a fixed shape.
+
+Shared by ``bench/memory_oracle.py`` (which prints the per-case error table) and the oracle tests
+(``tests/planner/runtime/test_check_memory*.py``). Each case is a model, a cluster and one
+``ParallelConfig``; :func:`case_plan` turns it into the plan JSON model exactly as the planner
+would write it for that configuration (``planner.plans.build.build_plan`` on a one-candidate result).
+
+Models: presets Llama 3.1 8B and 70B, GPT-3 175B (tied embeddings, learned positions: the runtime
+splits tied weights over neither TP nor PP, so it runs under FSDP) and the GPT-style
+``megatron-gpt-16b`` (untied, rotary) under TP and PP, Mixtral 8x7B
+from its Hugging Face ``config.json`` (built by transformers), and a custom module that is not a
+transformers model (:func:`custom_lm`, traced by the planner).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from planner.plans.schema import Plan
+
+MIXTRAL_8X7B_CONFIG = dict(
+    architectures=["MixtralForCausalLM"], model_type="mixtral", hidden_size=4096, intermediate_size=14336,
+    num_attention_heads=32, num_key_value_heads=8, num_hidden_layers=32, num_local_experts=8,
+    num_experts_per_tok=2, vocab_size=32000, max_position_embeddings=32768, rms_norm_eps=1e-5,
+    rope_theta=1e6, tie_word_embeddings=False, hidden_act="silu", sliding_window=None,
+)
+"""mistralai/Mixtral-8x7B-v0.1/config.json (the fields the model's shape depends on)."""
+
+
+class _Mixer(nn.Module):
+    """Causal multi-head attention with its own names (``read_q``, ``read_k``, ``read_v``, ``write``)."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.head_dim = width // heads
+        self.read_q, self.read_k, self.read_v = (nn.Linear(width, width) for _ in range(3))
+        self.write = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, _ = x.shape
+        q, k, v = (lin(x).view(b, s, -1, self.head_dim).transpose(1, 2) for lin in (self.read_q, self.read_k, self.read_v))
+        return self.write(F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, s, -1))
+
+
+class _Cell(nn.Module):
+    """Pre-norm cell: attention, then a squared-ReLU MLP (So et al. 2021, Primer)."""
+
+    def __init__(self, width: int, heads: int) -> None:
+        super().__init__()
+        self.pre_mix, self.mix = nn.LayerNorm(width), _Mixer(width, heads)
+        self.pre_ff, self.expand, self.contract = nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.mix(self.pre_mix(x))
+        return x + self.contract(torch.relu(self.expand(self.pre_ff(x))).square())
+
+
+class CustomLM(nn.Module):
+    """A language model that is not a transformers model: 8 cells of width 2048, vocabulary 32000."""
+
+    def __init__(self, width: int = 2048, heads: int = 16, cells: int = 8, vocab: int = 32000) -> None:
+        super().__init__()
+        self.lookup = nn.Embedding(vocab, width)
+        self.cells = nn.ModuleList(_Cell(width, heads) for _ in range(cells))
+        self.final = nn.LayerNorm(width)
+        self.readout = nn.Linear(width, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.lookup(tokens)
+        for cell in self.cells:
+            h = cell(h)
+        return self.readout(self.final(h))
+
+
+def custom_lm() -> nn.Module:
+    """Factory of :class:`CustomLM` (``planner.runtime.memcheck.cases:custom_lm``)."""
+    return CustomLM()
+
+
+@dataclass(frozen=True)
+class Case:
+    """One oracle case: a model, a configuration (``ParallelConfig`` fields), a cluster."""
+
+    name: str
+    model: str
+    config: dict[str, Any] = field(default_factory=dict)
+    cluster: str = "dgx-h100"
+
+
+def mixtral_config_path() -> str:
+    """Mixtral 8x7B's config.json, written once per process into a temporary folder."""
+    path = Path(tempfile.gettempdir()) / "meshplan-memcheck" / "mixtral-8x7b" / "config.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(MIXTRAL_8X7B_CONFIG, indent=1)
+    if not path.is_file() or path.read_text() != text:
+        path.write_text(text)
+    return str(path)
+
+
+def _model_arg(model: str) -> str:
+    return mixtral_config_path() if model == "mixtral-8x7b.json" else model
+
+
+def case_model(case: Case) -> str:
+    """The model argument of ``case`` (what ``check_memory``'s ``model`` takes: a plan's own
+    factory or config.json path is never built unless passed again)."""
+    return _model_arg(case.model)
+
+
+def case_plan(case: Case) -> Plan:
+    """The plan of exactly ``case.config`` for ``case.model`` on ``case.cluster``."""
+    from costmodel.specs import ParallelConfig
+    from costmodel.step import estimate_step
+    from costmodel.table import build_cost_table
+    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+    from planner.plans.build import build_plan
+    from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+
+    arg = _model_arg(case.model)
+    spec, cluster = resolve_model_arg(arg), resolve_cluster_arg(case.cluster)
+    cfg = ParallelConfig(**case.config)
+    est = estimate_step(build_cost_table(spec, cluster), cfg)
+    stats = SearchStats(evaluated=1, pruned=0, solver="fixed", status="optimal", gap=0.0, wall_time_s=0.0)
+    result = SearchResult(best=Candidate(cfg, est), alternatives=(), stats=stats)
+    req = SearchRequest(gpus=cfg.num_gpus, global_batch=cfg.global_batch, seq_len=cfg.seq_len)
+    return build_plan(arg, spec, cluster, req, result, False)
+
+
+CASES: tuple[Case, ...] = (
+    Case("llama8b-fsdp8-zero3", "llama3.1-8b", dict(dp=8, zero=3, global_batch=8, seq_len=8192)),
+    Case("llama8b-tp8-sp-zero0", "llama3.1-8b", dict(tp=8, sp=True, zero=0, global_batch=4, seq_len=8192)),
+    Case("llama8b-tp8-sp-zero0-1mb", "llama3.1-8b", dict(tp=8, sp=True, zero=0, global_batch=1, seq_len=8192)),
+    Case("llama8b-tp4-dp2-zero1-full", "llama3.1-8b", dict(tp=4, dp=2, sp=True, zero=1, recompute="full", global_batch=8, seq_len=8192)),
+    Case("llama8b-fsdp8-zero2-selective", "llama3.1-8b", dict(dp=8, zero=2, recompute="selective", global_batch=8, seq_len=8192)),
+    Case("llama70b-fsdp64-zero3", "llama3.1-70b", dict(dp=64, zero=3, global_batch=64, seq_len=4096)),
+    Case("llama70b-tp8-pp4-dp2-1f1b-full", "llama3.1-70b", dict(tp=8, pp=4, dp=2, sp=True, zero=1, recompute="full", global_batch=16, seq_len=8192)),
+    Case("gpt3-175b-fsdp64-zero3", "gpt3-175b", dict(dp=64, zero=3, global_batch=64, seq_len=2048)),
+    Case("gpt16b-tp4-dp4-zero2", "megatron-gpt-16b", dict(tp=4, dp=4, sp=True, zero=2, global_batch=16, seq_len=4096)),
+    Case("gpt16b-pp4-dp2-gpipe-full", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, schedule="gpipe", recompute="full", global_batch=8, seq_len=4096)),
+    Case("gpt16b-pp4-dp2-1f1b", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, global_batch=16, seq_len=4096)),
+    Case("mixtral-fsdp8-zero3", "mixtral-8x7b.json", dict(dp=8, zero=3, global_batch=8, seq_len=4096)),
+    Case("custom-tp2-dp4-zero2", "planner.runtime.memcheck.cases:custom_lm", dict(tp=2, dp=4, sp=True, zero=2, global_batch=8, seq_len=4096)),
+)
+"""Every split the oracle covers: FSDP (ZeRO 3), TP with SP, TP x DP (ZeRO 1, 2), the recompute
+modes, 1F1B and GPipe pipelines, a dense GPT-3-style model, an MoE model and a traced custom module.
+
+What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prints the table):
+- in the measurement: DTensor's sharding propagation runs every op on fake tensors of the *global*
+  shape, which the tracker counted (``memcheck_step._untracked_propagation``); the loss was not
+  vocabulary-parallel under PP; the step stopped before the phases that set the real peak (a second
+  micro-batch without PP, the steady state with PP);
+- in the cost model (torchtitan engine terms, ``costmodel.engines``): the peak is the larger of two
+  phases, since gradients are freed each step (their blocks stay in the allocator's cache, a GPU-only
+  term); ZeRO 1 runs as FSDP2 ZeRO 2; gradients accumulate unsharded under PP; DTensor SP keeps the
+  gathered projection inputs; DTensor's vocabulary-parallel embedding computes a full-vocabulary
+  gradient; ``loss_parallel``'s backward holds 16 B per local logit; a GPipe last stage keeps every
+  micro-batch's fp32 log-softmax until its backward (``costmodel.memory.held_loss_bytes``)."""

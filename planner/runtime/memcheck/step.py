@@ -1,0 +1,258 @@
+"""One training step of one pipeline rank under torch's FSDP memory tracker, on fake tensors.
+
+The step is what the plan's schedule makes this rank do, in the order that sets its memory peak:
+
+- without pipelining, one micro-batch forward and backward, and a second one when the step has
+  several (``planner.runtime.apply.Runtime`` runs the micro-batches one after the other; each frees
+  its activations before the next, and from the second on they meet the gradients accumulated so
+  far), then AdamW;
+- with pipelining, the forwards the schedule runs before this rank's first backward, the first
+  backward, then (when micro-batches remain) one steady-state forward, which again holds the full
+  warm-up's micro-batches but now beside the gradients the first backward accumulated, then the
+  backwards in the schedule's order, as ``torch.distributed.pipelining`` does it: GPipe holds all
+  ``m`` micro-batches; 1F1B and ZB-H1 ``min(pp - r, m)`` (Narayanan et al. 2021 §2.2.1);
+  interleaved 1F1B the warm-up of Megatron-LM's ``schedules.py``, ``2 (pp - r - 1) + (v - 1) pp``
+  chunk forwards plus one, forward chunk ``(i // pp) mod v``, backward chunk ``v - 1 - (j // pp) mod v``.
+  A chunk's backwards before its last micro-batch's run as ``PipelineStage.backward_maybe_with_nosync``
+  runs them for FSDP2 (no gradient reduction, parameters kept gathered: torch/distributed/pipelining/
+  stage.py), and every chunk's last micro-batch then runs forward and backward with reduction.
+
+AdamW (``foreach=True``, PyTorch's default on CUDA) has its states created before the tracked step
+(one untracked update from zero gradients), so the tracked step holds them as step 2 onwards does.
+The tracker is ``torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker``: every tensor storage
+created or freed on this rank is counted by its role (sharded / unsharded parameters and gradients,
+activations, backward temporaries, all-gather and reduce-scatter buffers, optimizer states).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+from planner.runtime.memcheck.build import FAKE_DEVICE, RankBuild
+from planner.plans.schema import Plan
+
+CATEGORIES = ("params", "grads", "optimizer_states", "activations", "temporaries", "buffers")
+"""The check's categories, named as the cost model's memory breakdown where they mean the same."""
+_TRACKER_CATEGORY = {
+    "Sharded Param": "params", "Unsharded Param": "params", "Buffer": "params",
+    "Sharded Grad": "grads", "Unsharded Grad": "grads", "OptState": "optimizer_states",
+    "Activation": "activations", "Inputs": "activations", "Temp": "temporaries",
+    "All Gather": "buffers", "Reduce Scatter": "buffers",
+}
+
+
+class _PeakTracker(FSDPMemTracker):
+    """FSDPMemTracker over several chunk roots that keeps only the rank's peak.
+
+    Upstream updates every active module's own peak snapshot after each op, which walks all tracked
+    modules per op (quadratic in depth: minutes for an 80-layer model); the rank's peak, the only
+    figure the check reads, is updated exactly as upstream does (``MemTracker._update_peak_stats``).
+    """
+
+    def __init__(self, stages: list[nn.Module], optimizer: torch.optim.Optimizer) -> None:
+        super().__init__(stages[0], optimizer)
+        self._root_mod = nn.ModuleList(stages)  # instrument every local chunk's FSDP units
+        self.propagating = 0
+        """Depth of DTensor sharding propagations in progress (see :func:`_untracked_propagation`)."""
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if self.propagating:  # global-shape metadata tensors of DTensor's propagation: never allocated
+            return func(*args, **(kwargs or {}))
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+    def _update_peak_stats(self, peak_state: Any) -> None:
+        for dev, snap in self._curr_mem_snap.items():
+            if self._peak_mem.get(dev, 0) < snap["Total"]:
+                self._peak_mem[dev] = snap["Total"]
+                self._peak_mem_snap[dev] = dict(snap)
+
+
+@contextlib.contextmanager
+def _untracked_propagation(tracker: _PeakTracker) -> Iterator[None]:
+    """Keep DTensor's sharding propagation out of the tracker's count.
+
+    To learn an op's output shape, DTensor runs it on fake tensors of the *global* shape
+    (``ShardingPropagator._propagate_tensor_meta_non_cached``, torch/distributed/tensor/
+    _sharding_prop.py); on a GPU they allocate nothing. The tracker skips them by comparing fake
+    modes, which fails when the whole step runs in one fake mode, as here (DTensor then reuses it:
+    ``detect_fake_mode() or FakeTensorMode()``): a vocabulary-parallel loss was counted with two
+    full-vocabulary fp32 logits (+7.8 GiB on Llama 3.1 8B at 8k tokens). For the tracked step the
+    method is wrapped to raise ``tracker.propagating``; the original is restored on exit."""
+    from torch.distributed.tensor._sharding_prop import ShardingPropagator
+
+    original = ShardingPropagator._propagate_tensor_meta_non_cached
+
+    def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+        tracker.propagating += 1
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            tracker.propagating -= 1
+
+    ShardingPropagator._propagate_tensor_meta_non_cached = wrapped  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
+
+
+@dataclass(frozen=True)
+class Action:
+    """Forward (``F``) or backward (``B``) of local chunk ``chunk`` for micro-batch ``micro``."""
+
+    kind: str
+    chunk: int
+    micro: int
+    last: bool = False
+    """The chunk's last backward of the step: gradients are reduced (FSDP2 sync)."""
+
+
+def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
+    """The actions of pipeline rank ``pp_rank`` up to its steady state, then each chunk's last
+    micro-batch (see the module docstring for the orders and their sources)."""
+    pp, v, m = plan.mesh.pp, plan.schedule.virtual_stages, plan.schedule.num_microbatches
+    if pp == 1:  # micro-batches one after the other, each reduced (Runtime); the second meets the first's gradients
+        return [a for mb in range(min(m, 2)) for a in (Action("F", 0, mb), Action("B", 0, mb, last=True))]
+    name = plan.schedule.name
+    if name == "gpipe":
+        flight = m * v
+    elif v > 1:
+        flight = min(m * v, 2 * (pp - pp_rank - 1) + (v - 1) * pp + 1)
+    else:
+        flight = min(pp - pp_rank, m)
+    fwd = [_chunk_micro(i, pp, v, forward=True) for i in range(flight)]
+    steady = [_chunk_micro(flight, pp, v, forward=True)] if flight < m * v else []
+    bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight + len(steady))]
+    done = set(fwd + steady)
+    order = [x for x in bwd if x in done] + [x for x in fwd + steady if x not in set(bwd)]  # then drain the rest
+    actions = [Action("F", c, mb) for c, mb in fwd] + [Action("B", *order[0], last=order[0][1] == m - 1)]
+    actions += [Action("F", c, mb) for c, mb in steady] + [Action("B", c, mb, last=mb == m - 1) for c, mb in order[1:]]
+    fwd = fwd + steady
+    for chunk in range(v):
+        if (chunk, m - 1) not in set(fwd):
+            actions += [Action("F", chunk, m - 1), Action("B", chunk, m - 1, last=True)]
+    return actions
+
+
+def _chunk_micro(i: int, pp: int, v: int, forward: bool) -> tuple[int, int]:
+    """(local chunk, micro-batch) of the i-th forward or backward (Megatron-LM interleaved order)."""
+    if v == 1:
+        return 0, i
+    group = (i // pp) % v
+    chunk = group if forward else v - 1 - group
+    return chunk, (i // (pp * v)) * pp + i % pp
+
+
+@contextlib.contextmanager
+def _sync(stage: nn.Module, last: bool) -> Iterator[None]:
+    """FSDP2 as ``PipelineStage`` sets it for a backward: reduce and reshard only on the last."""
+    if hasattr(stage, "set_requires_gradient_sync"):
+        stage.set_is_last_backward(last)
+        stage.set_reshard_after_backward(last)
+        stage.set_requires_gradient_sync(last)
+    yield
+
+
+def _inputs(build: RankBuild, chunk: int, plan: Plan, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> torch.Tensor:
+    """The chunk's input for one micro-batch: token ids, or the hidden state the previous stage sends."""
+    first = plan.stages[build.chunks[chunk]].layers[0]
+    mb, seq = plan.schedule.micro_batch, plan.request.seq_len
+    if first == 0:
+        return torch.zeros((mb, seq), dtype=torch.long, device=FAKE_DEVICE)
+    shape, dtype = boundaries[first]
+    shape = (shape[0], shape[1] // build.sp_shards, *shape[2:]) if len(shape) > 1 else shape
+    if build.mixed_precision and dtype.is_floating_point:
+        dtype = torch.bfloat16
+    return torch.empty(shape, dtype=dtype, device=FAKE_DEVICE, requires_grad=dtype.is_floating_point)
+
+
+def _loss_context(build: RankBuild) -> contextlib.AbstractContextManager:
+    if build.loss_parallel:
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
+    return contextlib.nullcontext()
+
+
+def _loss(build: RankBuild, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The runtime's loss on the last chunk's output: a pipeline stage under TP hands on its local
+    vocabulary shard, which the loss wraps back into a DTensor as ``planner.runtime.apply`` does."""
+    from torch.distributed.tensor import DTensor
+
+    from planner.runtime.apply import _vocab_sharded_loss, next_token_loss
+
+    if build.loss_parallel and not isinstance(logits, DTensor):
+        return _vocab_sharded_loss(next_token_loss, build.tp_mesh, logits, labels)
+    return next_token_loss(logits, labels)
+
+
+def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
+                 boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, float]:
+    """Bytes per category at this rank's peak (``CATEGORIES``) plus ``total``, from FSDPMemTracker."""
+    last_chunk = len(plan.stages) - 1
+    params = [p for stage in build.stages for p in stage.parameters()]
+    with fake_mode:
+        opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+        for p in params:
+            p.grad = torch.zeros_like(p)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        tracker = _PeakTracker(build.stages, opt)
+        with tracker, _untracked_propagation(tracker):
+            held: dict[tuple[int, int], torch.Tensor] = {}
+            for act in schedule_actions(plan, build.pp_rank):
+                stage = build.stages[act.chunk]
+                if act.kind == "F":
+                    with _loss_context(build):
+                        out = stage(_inputs(build, act.chunk, plan, boundaries))
+                        if build.chunks[act.chunk] == last_chunk:
+                            labels = torch.zeros(out.shape[:2], dtype=torch.long, device=FAKE_DEVICE)
+                            out = _loss(build, out, labels)
+                    held[(act.chunk, act.micro)] = out
+                    del out
+                    continue
+                out = held.pop((act.chunk, act.micro))
+                with _sync(stage, act.last), _loss_context(build):
+                    out.backward(None if out.dim() == 0 else torch.empty_like(out))
+                del out
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        snap = tracker.get_tracker_snapshot("peak").get(FAKE_DEVICE, {})
+    result = dict.fromkeys(CATEGORIES, 0.0)
+    for key, value in snap.items():
+        name = getattr(key, "value", key)
+        if name != "Total":
+            result[_TRACKER_CATEGORY[name]] += float(value)
+    result["total"] = float(snap.get("Total", 0))
+    return result
+
+
+def boundary_shapes(module: nn.Module, plan: Plan) -> dict[int, tuple[tuple[int, ...], torch.dtype]]:
+    """Shape and dtype of each layer's input for one micro-batch, from a forward of the unsplit
+    model on ``meta`` (no memory, no autograd): what a pipeline stage starting there receives."""
+    from planner.runtime.layers import map_layers
+    from planner.runtime.stage import StageModule
+
+    lmap = map_layers(module, plan)
+    chain = StageModule(module, list(lmap.units), ["none"] * len(lmap.units), lmap.rotary_path)
+    seen: dict[int, tuple[tuple[int, ...], torch.dtype]] = {}
+    handles = []
+    for unit in lmap.units:
+        def hook(_mod: nn.Module, args: tuple, index: int = unit.index) -> None:
+            seen.setdefault(index, (tuple(args[0].shape), args[0].dtype))
+        handles.append(chain.layer(unit).register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            chain(torch.zeros((plan.schedule.micro_batch, plan.request.seq_len), dtype=torch.long, device="meta"))
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
