@@ -1,0 +1,1 @@
+"""Published reference data shipped with meshplan (training and serving runs) and their readers."""
