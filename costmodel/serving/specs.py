@@ -80,14 +80,18 @@ class ServingEfficiency(BaseModel):
     the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else."""
 
     model_config = _FROZEN
-    decode_memory: float = Field(default=0.72, gt=0, le=1)
+    decode_memory: float = Field(default=0.691, gt=0, le=1)
     """Achieved fraction of HBM bandwidth while decode streams weights and KV cache."""
-    prefill_compute: float = Field(default=0.80, gt=0, le=1.5)
+    prefill_compute: float = Field(default=0.98, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    step_overhead_us: float = Field(default=12.0, ge=0)
+    step_overhead_us: float = Field(default=96.8, ge=0)
     """Fixed time per decode step and layer (kernel tails, CUDA-graph replay, sampling), µs."""
-    request_overhead_us: float = Field(default=40.0, ge=0)
+    request_overhead_us: float = Field(default=356.5, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
-    low_precision_gemm: float = Field(default=0.85, gt=0, le=1)
+    low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""
+    moe_imbalance: float = Field(default=1.84, ge=1, le=4)
+    """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
+    uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
+    the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""

@@ -123,7 +123,8 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     gemm, core = block_forward_flops(block, batch / instance.tp, context)
     compute = gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute
     compute += core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention)
-    return StepParts(traffic, compute, _block_comm(hw, block, instance, batch), eff.step_overhead_us * 1e-6)
+    parts = StepParts(traffic, compute, _block_comm(hw, block, instance, batch), eff.step_overhead_us * 1e-6)
+    return parts.scaled(eff.moe_imbalance) if block.layer.is_moe else parts
 
 
 def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:
@@ -167,7 +168,8 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
         gemm, core = block_forward_flops(block, per_gpu, prompt / 2.0)
         compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
         compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
-        total += block.count * (compute + _block_comm(hw, block, instance, tokens))
+        slowest = eff.moe_imbalance if block.layer.is_moe else 1.0
+        total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
     if instance.pp > 1:
         total += (instance.pp - 1) * pp_hand_off(hw.cluster, tokens, shape.hidden_size)
