@@ -87,7 +87,7 @@ class Estimate:
         return max(ranked, key=lambda key: ranked[key])
 
 
-def _phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: int, work: Workload,
+def worker_phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: int, work: Workload,
            engine: EngineDefaults) -> Phase:
     memory = gpu_memory(hw.cluster, shape, instance, work.precision, engine, hw.rates.mx_blocks)
     tokens = sequence_tokens(work.isl + work.osl, engine.block_tokens)
@@ -97,7 +97,7 @@ def _phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: int, wo
     return Phase(instance=instance, workers=workers, memory=memory, max_concurrency=most, concurrency=most)
 
 
-def _prefill_per_request(hw: Hardware, shape: ModelShape, instance: Instance, work: Workload,
+def prefill_per_request(hw: Hardware, shape: ModelShape, instance: Instance, work: Workload,
                          batch: int, engine: EngineDefaults) -> float:
     """Seconds of prefill one request costs when prompts are batched into steps of up to
     ``max_num_tokens`` tokens (a longer prompt runs alone, in chunks)."""
@@ -109,11 +109,11 @@ def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: in
                engine: EngineDefaults, concurrency: int | None = None) -> Estimate:
     """``replicas`` instances, each batching prefill and decode together; ``concurrency`` is the
     whole deployment's in-flight sequences (None: each instance's largest batch that fits)."""
-    phase = _phase(hw, shape, instance, replicas, work, engine)
+    phase = worker_phase(hw, shape, instance, replicas, work, engine)
     batch = phase.max_concurrency if concurrency is None else max(1, concurrency // replicas)
     batch = max(batch, 1)
     parts = decode_step_parts(hw, shape, instance, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
-    pre = _prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
+    pre = prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
     cycle = work.osl * parts.total + batch * pre
     ttft = prefill_time(hw, shape, instance, work.isl, work.isl, work.precision) + parts.total
     rate = replicas * batch * work.osl / cycle
@@ -127,13 +127,13 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
                   decode_workers: int, work: Workload, engine: EngineDefaults,
                   concurrency: int | None = None) -> Estimate:
     """Prefill workers feed decode workers; the deployment runs at the slower side's request rate."""
-    pre_phase = _phase(hw, shape, prefill, prefill_workers, work, engine)
-    dec_phase = _phase(hw, shape, decode, decode_workers, work, engine)
+    pre_phase = worker_phase(hw, shape, prefill, prefill_workers, work, engine)
+    dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
     batch = dec_phase.max_concurrency if concurrency is None else max(1, concurrency // decode_workers)
     batch = max(batch, 1)
     parts = decode_step_parts(hw, shape, decode, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
     decode_rps = decode_workers * batch / (work.osl * parts.total)
-    per_request = _prefill_per_request(hw, shape, prefill, work, engine.max_num_tokens, engine)
+    per_request = prefill_per_request(hw, shape, prefill, work, engine.max_num_tokens, engine)
     prefill_rps = prefill_workers / (per_request + hw.efficiency.request_overhead_us * 1e-6)
     kv = work.isl * kv_bytes_per_token(shape, Instance(), work.kv_element_bytes, work.isl)
     ttft = prefill_time(hw, shape, prefill, work.isl, work.isl, work.precision) + kv_transfer(hw.cluster, kv, prefill.gpus)
