@@ -109,8 +109,12 @@ class Alternative(BaseModel):
 
 
 class SearchInfo(BaseModel):
+    """How the search went."""
+
     model_config = _PLAIN
-    wall_time_s: float
+    wall_time_s: float | None
+    """Search wall time; recorded only on request (``timing``), so that the same inputs give
+    byte-identical plans."""
     candidates: int
     """Deployments priced."""
     feasible: int
