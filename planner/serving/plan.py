@@ -31,7 +31,9 @@ def estimate_candidate(ctx: Context, c: Candidate) -> ServeEstimate:
 
 
 def _layout(c: Candidate) -> str:
-    return c.label.rsplit(" b", 1)[0]
+    """What makes a runner-up different: the mode and the (decode) instance, not the batch or the
+    prefill worker when decode sets the pace."""
+    return f"{c.mode} {c.decode.model_dump_json()}"
 
 
 def _alternatives(best: Candidate, ranked: list[Candidate]) -> list[Alternative]:

@@ -54,5 +54,6 @@ class Candidate:
                 f"{self.decode_workers}xD[{instance_label(self.decode)}] b{self.batch}")
 
     def key(self) -> tuple:
-        """Sort key: higher throughput per GPU first, then lower TPOT, then the label (ties stable)."""
-        return (-round(self.per_gpu, 6), round(self.tpot_s, 9), self.label)
+        """Sort key: higher throughput per GPU first, then lower TPOT, lower TTFT, fewer GPUs, then the
+        label (ties stable)."""
+        return (-round(self.per_gpu, 6), round(self.tpot_s, 9), round(self.ttft_s, 9), self.gpus, self.label)
