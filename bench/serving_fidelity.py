@@ -1,13 +1,15 @@
 """Predicted vs measured serving throughput for every published run ``serve-estimate`` can state
 (planner/reference/serving_runs.csv), per row, per source, per GPU and per model.
 
-Usage: python bench/serving_fidelity.py [--fit] [--rows]
+Usage: python bench/serving_fidelity.py [--fit] [--rows] [--holdout]
 Prints output tokens/s per GPU predicted vs measured (and TTFT / TPOT where published) and, per
 group: rows, median |error|, 90th percentile |error| and the bias (mean signed error, + = predicted
 too fast). Targets (issue 23): median <= 10 %, p90 <= 25 %, no GPU biased by more than 10 %.
 ``--fit`` refits the named efficiency constants of ``costmodel.serving.specs.ServingEfficiency`` on
 these rows (coordinate search on the mean squared log error) and prints them; copy them into the
-class defaults. Nothing else is fitted, and no other published result is read.
+class defaults. Nothing else is fitted, and no other published result is read. ``--holdout`` refits
+once per GPU type without that GPU's rows and prints the error on the rows left out (the in-sample
+figures above are fitted on the very rows they report).
 """
 
 from __future__ import annotations
@@ -90,10 +92,11 @@ def stats(errs: list[float]) -> tuple[int, float, float, float]:
 
 
 def table(title: str, groups: dict[str, list[float]]) -> list[str]:
-    lines = [f"{title:<28} {'rows':>5} {'median |err|':>13} {'p90 |err|':>10} {'bias':>8}"]
+    width = max(28, *(len(name) for name in groups))
+    lines = [f"{title:<{width}} {'rows':>5} {'median |err|':>13} {'p90 |err|':>10} {'bias':>8}"]
     for name, errs in sorted(groups.items()):
         n, med, p90, bias = stats(errs)
-        lines.append(f"{name:<28} {n:>5} {med:>12.1%} {p90:>10.1%} {bias:>+8.1%}")
+        lines.append(f"{name:<{width}} {n:>5} {med:>12.1%} {p90:>10.1%} {bias:>+8.1%}")
     return lines
 
 
@@ -119,6 +122,17 @@ def report(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency, 
     return lines
 
 
+def holdout(runs: list[ServingRun], ctxs: list[Context]) -> list[str]:
+    """Leave one GPU type out: fit on the others, report on it."""
+    groups: dict[str, list[float]] = {}
+    for gpu in sorted({r.gpu for r in runs}):
+        keep = [(r, c) for r, c in zip(runs, ctxs) if r.gpu != gpu]
+        left = [(r, c) for r, c in zip(runs, ctxs) if r.gpu == gpu]
+        eff = fit([r for r, _ in keep], [c for _, c in keep])
+        groups[f"{gpu} (fitted without it)"] = errors([r for r, _ in left], [c for _, c in left], eff)
+    return table("held out by gpu", groups)
+
+
 def main(argv: list[str]) -> int:
     runs, skipped = serving_runs()
     ctxs = _contexts(runs)
@@ -128,6 +142,8 @@ def main(argv: list[str]) -> int:
     print(f"assumptions: kv cache {KV_DTYPE_ASSUMED} where unstated; {EP_ASSUMED}")
     print("constants: " + ", ".join(f"{name}={getattr(eff, name)}" for name in FITTED))
     print("\n".join(report(runs, ctxs, eff, "--rows" in argv)))
+    if "--holdout" in argv:
+        print("\n" + "\n".join(holdout(runs, ctxs)))
     return 0
 
 

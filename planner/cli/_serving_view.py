@@ -31,7 +31,8 @@ def estimate_lines(e: dict[str, Any]) -> list[str]:
 
 def plan_lines(plan: dict[str, Any]) -> list[str]:
     """The chosen deployment, then the runners-up with why each lost."""
-    lines = ["chosen: " + estimate_lines(plan["estimate"])[0]] + estimate_lines(plan["estimate"])[1:]
+    used, given = plan["estimate"]["deployment"]["gpus"], plan["request"]["gpus"]
+    lines = [f"chosen ({used} of {given} GPUs): " + estimate_lines(plan["estimate"])[0]] + estimate_lines(plan["estimate"])[1:]
     if plan["alternatives"]:
         lines.append("runners-up:")
         lines += [f"  {a['label']}: {a['output_tokens_per_s_per_gpu']:,.1f} tok/s/GPU, TTFT {a['ttft_ms']:.1f} ms, "
