@@ -12,7 +12,7 @@ from planner.cli._common import EXIT_OK, check_output, write_output
 SERVING_ENGINES = ("vllm", "sglang", "trtllm")
 
 
-def _kind(path: str) -> object:
+def plan_kind(path: str) -> object:
     """The ``kind`` of a plan file, or None when it cannot be read here (the loaders word the error)."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -27,7 +27,7 @@ def is_serving_export(path: str, target: str) -> bool:
     from planner.errors import InputError
 
     serving_target = target in SERVING_ENGINES
-    serving_plan = _kind(path) == "serving"
+    serving_plan = plan_kind(path) == "serving"
     if serving_target and not serving_plan:
         raise InputError(f"{path} is not a serving plan; --to {target} exports plans written by meshplan serve-plan")
     if serving_plan and not serving_target:

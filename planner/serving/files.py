@@ -68,9 +68,12 @@ def estimate_kwargs(plan: ServingPlan) -> dict[str, Any]:
 
 
 def check_serving_plan(plan: ServingPlan) -> list[str]:
-    """Every disagreement between the plan and a fresh estimate of its deployment (empty: valid)."""
+    """Every disagreement between the plan and a fresh estimate of its deployment (empty: valid).
+    Plan files are data: a model given as ``file.py:factory`` is refused, never imported."""
     from planner.serving.estimate import serve_estimate
 
+    if ":" in plan.model and not plan.model.endswith(".json"):
+        return [f"model {plan.model!r:.80} names code to run; a serving plan is re-priced from a preset or a config.json only"]
     problems: list[str] = []
     dep = plan.estimate.deployment
     used = sum(g.workers * g.gpus_per_worker for g in dep.groups)

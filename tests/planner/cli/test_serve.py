@@ -55,6 +55,8 @@ def test_plan_export_and_report_from_the_command_line(tmp_path, capsys) -> None:
         assert main(["export", str(plan), "--to", engine, "-o", str(tmp_path / f"{engine}.sh")]) == 0
         assert (tmp_path / f"{engine}.sh").read_text().startswith("#!/usr/bin/env bash")
     capsys.readouterr()
+    assert main(["validate", str(plan)]) == 0
+    assert "valid (serving" in capsys.readouterr().out
     assert main(["export", str(plan), "--to", "megatron"]) == 2
     assert "is a serving plan" in capsys.readouterr().err
 

@@ -44,6 +44,7 @@ def test_plan_file_round_trips_through_the_validator(llama_serving_plan: Serving
     (lambda d: d.update(kind="training"), "not 'serving'"),
     (lambda d: d.update(schema_version=7), "schema_version 7"),
     (lambda d: d["request"].update(tpot_ms=1.0), "misses the target"),
+    (lambda d: d.update(model="evil.py:build"), "names code to run"),
 ])
 def test_validator_refuses_a_tampered_plan(llama_serving_plan: ServingPlan, tmp_path, edit, fragment) -> None:
     data = json.loads(plan_json(llama_serving_plan))
