@@ -24,7 +24,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from costmodel.serving.deployment import Workload, aggregated  # noqa: E402
 from costmodel.serving.specs import ServingEfficiency  # noqa: E402
-from planner.reference.serving_runs import EP_ASSUMED, KV_DTYPE_ASSUMED, ServingRun, serving_runs  # noqa: E402
+from planner.reference.serving_runs import (  # noqa: E402
+    EP_ASSUMED,
+    KV_DTYPE_ASSUMED,
+    ServingRun,
+    serving_runs,
+)
 from planner.serving.request import Context, context, make_instance  # noqa: E402
 
 FITTED = ("decode_memory", "prefill_compute", "step_overhead_us", "request_overhead_us", "low_precision_gemm", "moe_imbalance")

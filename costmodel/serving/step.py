@@ -18,7 +18,13 @@ from costmodel.precision import fp8_gemm_speedup
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off, tp_all_reduce
 from costmodel.serving.kvcache import block_kv_bytes_per_token
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops
-from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency, WeightPrecision, weight_bytes
+from costmodel.serving.specs import (
+    Instance,
+    LowPrecisionRates,
+    ServingEfficiency,
+    WeightPrecision,
+    weight_bytes,
+)
 from costmodel.specs import ClusterSpec
 
 EMBEDDING_BYTES = 2.0

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from costmodel.serving.deployment import Estimate, Phase, Workload, aggregated, disaggregated
+from costmodel.serving.deployment import (
+    Estimate,
+    Phase,
+    Workload,
+    aggregated,
+    disaggregated,
+)
 from costmodel.serving.memory import GIB
 from planner.errors import InputError
 from planner.serving.request import Context, context, make_instance

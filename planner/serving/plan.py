@@ -11,9 +11,19 @@ from planner.errors import InputError, NoFeasiblePlanError
 from planner.serving.estimate import to_result, workload
 from planner.serving.request import Context, context, latency_problems
 from planner.serving.schema import (
-    Alternative, FrontierPoint, SearchInfo, ServeEstimate, ServingPlan, ServingRequest,
+    Alternative,
+    FrontierPoint,
+    SearchInfo,
+    ServeEstimate,
+    ServingPlan,
+    ServingRequest,
 )
-from search.serving import Candidate, ServingSearchResult, ServingTargets, search_serving
+from search.serving import (
+    Candidate,
+    ServingSearchResult,
+    ServingTargets,
+    search_serving,
+)
 
 TOP_K = 5
 """Runners-up kept in the plan (distinct layouts: the best batch of each)."""

@@ -97,7 +97,7 @@ def check_command(engine: str, line: str) -> list[str]:
     if tuple(words[: len(table.program)]) != table.program:
         return [f"command does not start with {' '.join(table.program)}"]
     rest = words[len(table.program):]
-    problems = [f"missing positional model argument"] if len(rest) < table.positional else []
+    problems = ["missing positional model argument"] if len(rest) < table.positional else []
     rest = rest[table.positional:]
     i = 0
     while i < len(rest):

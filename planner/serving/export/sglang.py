@@ -5,7 +5,15 @@ An instance wider than a node runs as ``--nnodes`` processes, one per node."""
 
 from __future__ import annotations
 
-from planner.serving.export.common import Worker, env_prefix, finish, join, model_word, script, workers
+from planner.serving.export.common import (
+    Worker,
+    env_prefix,
+    finish,
+    join,
+    model_word,
+    script,
+    workers,
+)
 from planner.serving.export.flags import SGLANG
 from planner.serving.schema import ServingPlan
 

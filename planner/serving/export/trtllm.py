@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import shlex
 
-from planner.serving.export.common import Worker, env_prefix, finish, join, model_word, script, workers
+from planner.serving.export.common import (
+    Worker,
+    env_prefix,
+    finish,
+    join,
+    model_word,
+    script,
+    workers,
+)
 from planner.serving.export.flags import TRTLLM
 from planner.serving.schema import ServingPlan
 

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 import json
 
-from planner.serving.export.common import Worker, env_prefix, finish, join, model_word, script, workers
+from planner.serving.export.common import (
+    Worker,
+    env_prefix,
+    finish,
+    join,
+    model_word,
+    script,
+    workers,
+)
 from planner.serving.export.flags import VLLM
 from planner.serving.schema import ServingPlan
 

@@ -6,8 +6,17 @@ import pytest
 
 from costmodel.serving.kvcache import kv_bytes_per_token, sequence_tokens
 from costmodel.serving.shape import model_shape
-from costmodel.serving.specs import Instance, MXFP4_BYTES_PER_PARAM, NVFP4_BYTES_PER_PARAM, weight_bytes
-from costmodel.serving.step import block_weight_params, experts_touched, weights_bytes_per_gpu
+from costmodel.serving.specs import (
+    MXFP4_BYTES_PER_PARAM,
+    NVFP4_BYTES_PER_PARAM,
+    Instance,
+    weight_bytes,
+)
+from costmodel.serving.step import (
+    block_weight_params,
+    experts_touched,
+    weights_bytes_per_gpu,
+)
 from costmodel.specs import ModelSpec, TransformerLayer
 from planner.inputs import resolve_model_arg
 

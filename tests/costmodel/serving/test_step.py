@@ -9,7 +9,12 @@ from costmodel.kernels import gemm_time
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.shape import block_forward_flops, model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
-from costmodel.serving.step import Hardware, decode_step_parts, gemm_speedup, prefill_time
+from costmodel.serving.step import (
+    Hardware,
+    decode_step_parts,
+    gemm_speedup,
+    prefill_time,
+)
 from planner.inputs import resolve_cluster_arg, resolve_model_arg
 
 H100 = Hardware(resolve_cluster_arg("dgx-h100"), LowPrecisionRates(), ServingEfficiency())

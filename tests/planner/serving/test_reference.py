@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from planner.reference.serving_runs import MODELS, read_rows, serving_runs
 from planner.models import resolve_model
+from planner.reference.serving_runs import MODELS, read_rows, serving_runs
 
 
 def test_every_row_is_read_and_only_dataset_rows_are_skipped() -> None:
