@@ -105,13 +105,20 @@ def prefill_per_request(hw: Hardware, shape: ModelShape, instance: Instance, wor
     return prefill_time(hw, shape, instance, chunk, work.isl, work.precision) * work.isl / chunk
 
 
+def _batch(most: int, concurrency: int | None, workers: int) -> int:
+    """Sequences in flight per worker: the asked concurrency shared by the workers, at most what the
+    KV cache holds (more requests wait in the queue, as the engines' schedulers make them)."""
+    if concurrency is None:
+        return max(most, 1)
+    return max(1, min(concurrency // workers, most) if most > 0 else concurrency // workers)
+
+
 def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: int, work: Workload,
                engine: EngineDefaults, concurrency: int | None = None) -> Estimate:
     """``replicas`` instances, each batching prefill and decode together; ``concurrency`` is the
     whole deployment's in-flight sequences (None: each instance's largest batch that fits)."""
     phase = worker_phase(hw, shape, instance, replicas, work, engine)
-    batch = phase.max_concurrency if concurrency is None else max(1, concurrency // replicas)
-    batch = max(batch, 1)
+    batch = _batch(phase.max_concurrency, concurrency, replicas)
     parts = decode_step_parts(hw, shape, instance, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
     pre = prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
     cycle = work.osl * parts.total + batch * pre
@@ -129,8 +136,7 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     """Prefill workers feed decode workers; the deployment runs at the slower side's request rate."""
     pre_phase = worker_phase(hw, shape, prefill, prefill_workers, work, engine)
     dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
-    batch = dec_phase.max_concurrency if concurrency is None else max(1, concurrency // decode_workers)
-    batch = max(batch, 1)
+    batch = _batch(dec_phase.max_concurrency, concurrency, decode_workers)
     parts = decode_step_parts(hw, shape, decode, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
     decode_rps = decode_workers * batch / (work.osl * parts.total)
     per_request = prefill_per_request(hw, shape, prefill, work, engine.max_num_tokens, engine)

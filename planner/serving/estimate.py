@@ -43,7 +43,7 @@ def _group(phase: Phase, role: str) -> WorkerGroup:
                        memory_gib=_memory(phase))
 
 
-def to_result(ctx: Context, est: Estimate) -> ServeEstimate:
+def to_result(ctx: Context, est: Estimate, asked: int | None = None) -> ServeEstimate:
     """The pydantic result of a cost-model estimate (rounded: the same inputs print the same bytes)."""
     if est.prefill is None:
         groups = [_group(est.decode, "aggregated")]
@@ -53,6 +53,9 @@ def to_result(ctx: Context, est: Estimate) -> ServeEstimate:
     mem = fullest.memory_gib
     shortfall = max(max(p.memory.shortfall for p in (est.decode, est.prefill) if p is not None) / GIB, 0.0)
     notes = list(ASSUMPTIONS) + [f"engine defaults: {ctx.engine.source}"]
+    if asked is not None and asked > est.concurrency and est.fits:
+        notes.insert(0, f"concurrency {asked} exceeds the {est.max_concurrency} sequences the KV caches hold: "
+                        f"{est.concurrency} run, the rest wait in the queue (their TTFT grows)")
     if not est.fits:
         notes.insert(0, f"does not fit: weights, workspace and runtime need {shortfall:.2f} GiB more per GPU than "
                         f"the {mem.capacity:.1f} GiB of a {ctx.cluster.gpu.name}" if shortfall > 0 else
@@ -99,7 +102,7 @@ def serve_estimate(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, t
     if gpus % inst.gpus:
         raise InputError(f"tp {inst.tp} x pp {inst.pp} = {inst.gpus} GPUs per replica does not divide {gpus} GPUs")
     est = aggregated(ctx.hardware, ctx.shape, inst, gpus // inst.gpus, workload(ctx), ctx.engine, concurrency)
-    return to_result(ctx, est)
+    return to_result(ctx, est, concurrency)
 
 
 def _disaggregated(ctx: Context, gpus: int, concurrency: int | None, pw: int | None, ptp: int | None, ppp: int,
@@ -122,4 +125,4 @@ def _disaggregated(ctx: Context, gpus: int, concurrency: int | None, pw: int | N
         raise InputError(f"{pw} prefill workers x {pre.gpus} GPUs + {dw} decode workers x {dec.gpus} GPUs = "
                          f"{used} GPUs, more than the {gpus} given")
     est = disaggregated(ctx.hardware, ctx.shape, pre, pw, dec, dw, workload(ctx), ctx.engine, concurrency)  # type: ignore[arg-type]
-    return to_result(ctx, est)
+    return to_result(ctx, est, concurrency)

@@ -58,3 +58,10 @@ def test_disaggregated_estimate_lists_both_roles() -> None:
     result = planner.serve_estimate(**BASE, prefill_workers=1, prefill_tp=4, decode_workers=1, decode_tp=4)
     assert [g.role for g in result.deployment.groups] == ["prefill", "decode"]
     assert result.deployment.gpus == 8 and result.deployment.mode == "disaggregated"
+
+
+def test_concurrency_beyond_the_kv_cache_waits_in_the_queue() -> None:
+    most = planner.serve_estimate(**BASE, tp=4).max_concurrency
+    result = planner.serve_estimate(**BASE, tp=4, concurrency=10 * most)
+    assert result.concurrency == most
+    assert result.assumptions[0].startswith(f"concurrency {10 * most} exceeds the {most} sequences")
