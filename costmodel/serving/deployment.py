@@ -130,10 +130,27 @@ def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: in
                     parts=parts, prefill_share=batch * pre / cycle)
 
 
+PREFILL_LOAD_MAX = 0.9
+"""Highest share of their capacity the prefill workers are loaded with: at full load their queue
+(and TTFT) grows without bound [assumption; the search trades load against a TTFT target below it]."""
+
+
+def prefill_queue_wait(load_rps: float, capacity_rps: float) -> float:
+    """Mean wait of a prompt for a prefill worker: M/D/1 with the workers pooled, W = ρ / (2μ(1 − ρ))
+    (Pollaczek-Khinchine formula with deterministic service; Kleinrock, "Queueing Systems" vol. 1,
+    §5.6), ρ = load / capacity. Infinite at full load."""
+    if capacity_rps <= 0:
+        return float("inf")
+    rho = load_rps / capacity_rps
+    return float("inf") if rho >= 1.0 else rho / (2.0 * capacity_rps * (1.0 - rho))
+
+
 def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_workers: int, decode: Instance,
                   decode_workers: int, work: Workload, engine: EngineDefaults,
                   concurrency: int | None = None) -> Estimate:
-    """Prefill workers feed decode workers; the deployment runs at the slower side's request rate."""
+    """Prefill workers feed decode workers; the deployment runs at the slower side's request rate
+    (prefill loaded to at most :data:`PREFILL_LOAD_MAX`), and prompts queue for prefill
+    (:func:`prefill_queue_wait`)."""
     pre_phase = worker_phase(hw, shape, prefill, prefill_workers, work, engine)
     dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
     batch = _batch(dec_phase.max_concurrency, concurrency, decode_workers)
@@ -142,10 +159,12 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     per_request = prefill_per_request(hw, shape, prefill, work, engine.max_num_tokens, engine)
     prefill_rps = prefill_workers / (per_request + hw.efficiency.request_overhead_us * 1e-6)
     kv = work.isl * kv_bytes_per_token(shape, Instance(), work.kv_element_bytes, work.isl)
+    rate = min(decode_rps, prefill_rps * PREFILL_LOAD_MAX)
     ttft = prefill_time(hw, shape, prefill, work.isl, work.isl, work.precision) + kv_transfer(hw.cluster, kv, prefill.gpus)
+    ttft += prefill_queue_wait(rate, prefill_rps)
     gpus = prefill_workers * prefill.gpus + decode_workers * decode.gpus
-    return Estimate(output_tokens_per_s=min(decode_rps, prefill_rps) * work.osl, gpus=gpus, ttft_s=ttft,
+    return Estimate(output_tokens_per_s=rate * work.osl, gpus=gpus, ttft_s=ttft,
                     tpot_s=parts.total, concurrency=batch * decode_workers,
                     max_concurrency=dec_phase.max_concurrency * decode_workers,
                     decode=Phase(decode, decode_workers, dec_phase.memory, dec_phase.max_concurrency, batch),
-                    prefill=pre_phase, parts=parts, prefill_share=1.0 if prefill_rps < decode_rps else 0.0)
+                    prefill=pre_phase, parts=parts, prefill_share=1.0 if rate < decode_rps else 0.0)

@@ -11,7 +11,13 @@ import time
 from dataclasses import dataclass, field
 
 from costmodel.serving.comm import kv_transfer
-from costmodel.serving.deployment import Workload, prefill_per_request, worker_phase
+from costmodel.serving.deployment import (
+    PREFILL_LOAD_MAX,
+    Workload,
+    prefill_per_request,
+    prefill_queue_wait,
+    worker_phase,
+)
 from costmodel.serving.engines import EngineDefaults
 from costmodel.serving.kvcache import kv_bytes_per_token
 from costmodel.serving.shape import ModelShape
@@ -117,17 +123,34 @@ def _prefill_side(ctx: _Ctx, inst: Instance) -> tuple[float, float]:
     return ttft, 1.0 / (per_request + ctx.hw.efficiency.request_overhead_us * 1e-6)
 
 
-def _best_mix(ctx: _Ctx, gp: int, rp: float, gd: int, rd: float) -> tuple[int, int, float] | None:
-    """(prefill workers, decode workers, output tokens/s per GPU) of the best mix on at most gpus GPUs:
-    for each prefill count, the decode counts around the balance point A·rp = B·rd."""
-    best: tuple[int, int, float] | None = None
+LOADS = (0.3, 0.5, 0.7, 0.8, PREFILL_LOAD_MAX)
+"""Prefill loads tried for each prefill worker count (the decode count follows from the load)."""
+
+
+def _mixes(ctx: _Ctx, gp: int, rp: float, gd: int, rd: float) -> list[tuple[int, int, float, float]]:
+    """(prefill workers, decode workers, requests/s, prefill queue wait s) of the mixes worth trying on
+    at most ``gpus`` GPUs: for each prefill count, the decode counts that load prefill to each of
+    :data:`LOADS` (fewer decode workers: less throughput, shorter prefill queue)."""
+    out = []
     for a in range(1, (ctx.gpus - gd) // gp + 1):
         most_b = (ctx.gpus - a * gp) // gd
-        balance = a * rp / rd
-        for b in {max(1, min(most_b, int(balance))), max(1, min(most_b, int(balance) + 1))}:
-            rate = min(a * rp, b * rd) * ctx.work.osl / (a * gp + b * gd)
-            if best is None or rate > best[2] + 1e-9:
-                best = (a, b, rate)
+        counts = {max(1, min(most_b, int(load * a * rp / rd) + extra)) for load in LOADS for extra in (0, 1)}
+        for b in sorted(counts):
+            rate = min(b * rd, a * rp * PREFILL_LOAD_MAX)
+            out.append((a, b, rate, prefill_queue_wait(rate, a * rp)))
+    return out
+
+
+def _best_mix(ctx: _Ctx, gp: int, rp: float, gd: int, rd: float, ttft: float,
+              tpot: float) -> tuple[int, int, float, float] | None:
+    """The mix with the most output tokens/s per GPU, among those meeting the targets when any does:
+    (prefill workers, decode workers, tokens/s per GPU, TTFT)."""
+    best, best_key = None, None
+    for a, b, rate, wait in _mixes(ctx, gp, rp, gd, rd):
+        per_gpu = rate * ctx.work.osl / (a * gp + b * gd)
+        key = (ctx.targets.met(ttft + wait, tpot), per_gpu, -b)
+        if best_key is None or key > best_key:
+            best, best_key = (a, b, per_gpu, ttft + wait), key
     return best
 
 
@@ -140,12 +163,12 @@ def _disaggregated(ctx: _Ctx, fitting: list[tuple[Instance, int]]) -> list[Candi
             rd = b / (ctx.work.osl * step)
             for pre, ttft, rp in prefill:
                 ctx.priced += 1
-                mix = _best_mix(ctx, pre.gpus, rp, dec.gpus, rd)
+                mix = _best_mix(ctx, pre.gpus, rp, dec.gpus, rd, ttft, step)
                 if mix is None:
                     continue
-                a, w, rate = mix
-                out.append(Candidate(decode=dec, decode_workers=w, batch=b, per_gpu=rate, ttft_s=ttft, tpot_s=step,
-                                     gpus=a * pre.gpus + w * dec.gpus, meets=ctx.targets.met(ttft, step),
+                a, w, per_gpu, queued = mix
+                out.append(Candidate(decode=dec, decode_workers=w, batch=b, per_gpu=per_gpu, ttft_s=queued, tpot_s=step,
+                                     gpus=a * pre.gpus + w * dec.gpus, meets=ctx.targets.met(queued, step),
                                      prefill=pre, prefill_workers=a))
     return out
 

@@ -92,3 +92,20 @@ def test_weights_that_do_not_fit_leave_no_kv_cache() -> None:
     shape = model_shape(resolve_model_arg("llama3.1-405b"))
     est = aggregated(_hw("dgx-h100"), shape, Instance(tp=2), 1, Workload(1000, 1000, "bf16", 2.0), DEFAULTS["vllm"])
     assert not est.fits and est.decode.memory.shortfall / 2**30 > 300
+
+
+def test_prefill_queue_is_m_d_1() -> None:
+    """Pollaczek-Khinchine for deterministic service (Kleinrock vol. 1 §5.6): at half load a server of
+    one request per second keeps a prompt waiting 0.5 s on average; at full load, forever."""
+    from costmodel.serving.deployment import prefill_queue_wait
+
+    assert prefill_queue_wait(0.5, 1.0) == pytest.approx(0.5)
+    assert prefill_queue_wait(0.9, 1.0) == pytest.approx(4.5)
+    assert prefill_queue_wait(1.0, 1.0) == float("inf")
+
+
+def test_disaggregated_ttft_includes_the_prefill_queue() -> None:
+    hw, work = _hw("dgx-h100"), Workload(4000, 200, "fp8", 1.0)
+    est = disaggregated(hw, LLAMA70B, Instance(tp=4), 1, Instance(tp=4), 1, work, DEFAULTS["vllm"])
+    alone = disaggregated(hw, LLAMA70B, Instance(tp=4), 1, Instance(tp=4), 1, work, DEFAULTS["vllm"], concurrency=1)
+    assert est.ttft_s > 2 * alone.ttft_s  # loaded to 90 %: the queue dominates
