@@ -152,6 +152,8 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     (prefill loaded to at most :data:`PREFILL_LOAD_MAX`), and prompts queue for prefill
     (:func:`prefill_queue_wait`)."""
     pre_phase = worker_phase(hw, shape, prefill, prefill_workers, work, engine)
+    prompts = min(pre_phase.max_concurrency, max(1, engine.max_num_tokens // work.isl))
+    pre_phase = Phase(prefill, prefill_workers, pre_phase.memory, pre_phase.max_concurrency, prompts)
     dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
     batch = _batch(dec_phase.max_concurrency, concurrency, decode_workers)
     parts = decode_step_parts(hw, shape, decode, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
