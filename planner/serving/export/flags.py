@@ -1,8 +1,10 @@
-"""The launch flags each engine release accepts, as data: flag name -> accepted choices (None: any
-value of the stated type; ``FLAG``: a switch without value). Transcribed by hand from the argument
-definitions of the exact released versions named in ``source``; the exports are checked against
-these tables (``check_command``) because the engines themselves cannot be installed beside this
-project's pinned torch.
+"""The launch flags each engine release accepts, as data: flag name -> accepted choices (a tuple),
+the value's type (int, float, str), or ``FLAG`` for a switch. Transcribed by hand, not extracted by
+a program, from the argument definitions of the released versions named in ``source``; only the
+flags the exports use are listed, and a choice list may lag the release in values the exports never
+write. The exports are checked against these tables (``check_command``) because vLLM, SGLang and
+TensorRT-LLM cannot be installed beside this project's pinned torch, and their parsers do not import
+without their heavy dependencies.
 """
 
 from __future__ import annotations
