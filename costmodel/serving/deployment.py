@@ -67,7 +67,9 @@ class Estimate:
 
     @property
     def fits(self) -> bool:
-        return self.decode.memory.fits and (self.prefill is None or self.prefill.memory.fits)
+        """Weights, workspace and runtime fit, and the KV cache holds at least one whole sequence."""
+        phases = [self.decode] + ([self.prefill] if self.prefill is not None else [])
+        return all(p.memory.fits and p.max_concurrency > 0 for p in phases)
 
     @property
     def per_gpu(self) -> float:

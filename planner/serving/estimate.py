@@ -59,7 +59,7 @@ def to_result(ctx: Context, est: Estimate, asked: int | None = None) -> ServeEst
     if not est.fits:
         notes.insert(0, f"does not fit: weights, workspace and runtime need {shortfall:.2f} GiB more per GPU than "
                         f"the {mem.capacity:.1f} GiB of a {ctx.cluster.gpu.name}" if shortfall > 0 else
-                        "does not fit: no memory is left for the KV cache")
+                        f"does not fit: the KV cache cannot hold one sequence of {ctx.isl + ctx.osl} tokens")
     return ServeEstimate(
         model=ctx.spec.name, cluster=ctx.cluster.name, isl=ctx.isl, osl=ctx.osl, precision=ctx.precision,
         kv_dtype=ctx.kv_dtype, engine=ctx.engine_name,

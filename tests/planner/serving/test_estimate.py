@@ -65,3 +65,9 @@ def test_concurrency_beyond_the_kv_cache_waits_in_the_queue() -> None:
     result = planner.serve_estimate(**BASE, tp=4, concurrency=10 * most)
     assert result.concurrency == most
     assert result.assumptions[0].startswith(f"concurrency {10 * most} exceeds the {most} sequences")
+
+
+def test_a_sequence_longer_than_the_kv_cache_does_not_fit() -> None:
+    result = planner.serve_estimate(**{**BASE, "isl": 5_000_000}, tp=4)
+    assert not result.fits and result.max_concurrency == 0 and result.output_tokens_per_s == 0
+    assert "cannot hold one sequence of 5001000 tokens" in result.assumptions[0]
