@@ -106,3 +106,22 @@ def apply(plan: Plan, module: Any, **kwargs: Any) -> Any:
 
 
 __all__ += ["apply"]
+
+
+def serve_estimate(**kwargs: Any) -> Any:
+    """Predict one serving deployment (aggregated replicas or disaggregated prefill / decode
+    workers); see :func:`planner.serving.estimate.serve_estimate`."""
+    from planner.serving.estimate import serve_estimate as _serve_estimate
+
+    return _serve_estimate(**kwargs)
+
+
+def serve_plan(**kwargs: Any) -> Any:
+    """Search the serving deployment with the most output tokens/s per GPU meeting the latency
+    targets; see :func:`planner.serving.plan.serve_plan`."""
+    from planner.serving.plan import serve_plan as _serve_plan
+
+    return _serve_plan(**kwargs)
+
+
+__all__ += ["serve_estimate", "serve_plan"]

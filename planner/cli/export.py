@@ -17,7 +17,10 @@ _EXAMPLES = """\
   meshplan export plan.json --to megatron -o launch.sh
   meshplan export plan.json --to megatron --format json     # grouped argv lists + flat argv
   meshplan export plan.json --to torchtitan -o job.toml
-  meshplan export plan.json --to deepspeed -o ds_config.json"""
+  meshplan export plan.json --to deepspeed -o ds_config.json
+  meshplan export serving.json --to vllm -o serve.sh        # a serving plan (meshplan serve-plan)
+  meshplan export serving.json --to sglang
+  meshplan export serving.json --to trtllm"""
 
 _DESCRIPTION = """\
 Write a plan as an engine's configuration, with the engine's current names: Megatron-LM arguments,
@@ -30,7 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``export`` subcommand."""
     parser = add_subparser(subparsers, "export", "write a plan as an engine configuration", _DESCRIPTION, _EXAMPLES)
     parser.add_argument("plan", metavar="PLAN_JSON", help="a plan written by meshplan plan")
-    parser.add_argument("--to", required=True, choices=("megatron", "torchtitan", "deepspeed"), help="the engine")
+    parser.add_argument("--to", required=True, choices=("megatron", "torchtitan", "deepspeed", "vllm", "sglang", "trtllm"),
+                        help="the engine (vllm, sglang, trtllm take a serving plan)")
     parser.add_argument("--format", choices=("native", "json"), default="native",
                         help="native: the engine's file form (default); json: one JSON object")
     parser.add_argument("-o", "--output", metavar="FILE", help="write here, atomically, instead of stdout ('-' is stdout)")
@@ -40,6 +44,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Export the plan once it validates; a refusal leaves as an InputError (exit 2) for ``main``."""
+    from planner.cli._serving_export import is_serving_export, run_serving_export
+
+    if is_serving_export(args.plan, args.to):
+        return run_serving_export(args)
     from planner.outputs.export import engine_export, text_of
     from planner.plans.load import load_plan_and_model
 

@@ -32,6 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Validate the plan; problems leave as one InputError (exit 2) for ``main``."""
+    from planner.cli._serving_export import plan_kind
+
+    if plan_kind(args.plan) == "serving":  # a serving plan (meshplan serve-plan)
+        from planner.serving.files import load_serving_plan
+
+        est = load_serving_plan(args.plan).estimate
+        print(f"{args.plan}: valid (serving, {est.deployment.mode}): {est.output_tokens_per_s_per_gpu:.1f} output "
+              f"tokens/s per GPU, TTFT {est.ttft_ms:.1f} ms, TPOT {est.tpot_ms:.2f} ms")
+        return EXIT_OK
     from planner.plans.load import check_plan
     from planner.plans.named_model import plan_model
     from planner.plans.files import read_plan

@@ -23,6 +23,9 @@ NOTES_3_1 = {
     "gb200": (2500, 186, 8000),
     "mi300x": (1307.4, 192, 5300),
     "mi325x": (1307.4, 256, 6000),
+    # Serving presets (issue 23): vendor datasheets, not in notes 3.1 (MI355X's peak from notes 3.2).
+    "gb300": (2500, 288, 8000),
+    "mi355x": (2300, 288, 8000),
 }
 # costmodel-notes.md 3.2: BF16 Maximum Achievable Matmul FLOPS (stas00/ml-engineering), TFLOP/s.
 # Profiles store what a training loop gets of it: MAMF x TRAINING_LOOP (bench/calibrate.py).

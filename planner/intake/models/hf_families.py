@@ -117,6 +117,10 @@ FAMILIES: dict[str, Family] = {
     # Llama4TextMoe: experts, a router h x E without bias, one shared expert of intermediate_size.
     "llama4": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
                      moe="llama4", chunked=True),
+    # GptOssAttention: q/k/v/o with biases, a learned sink logit per head (not counted), sliding
+    # window on the layers ``layer_types`` names; GptOssExperts: biased gate_up and down projections.
+    "gpt_oss": Family(gated=True, norm="rmsnorm", tied_default=False, qkv_bias=True, out_bias=True,
+                      mlp_bias=True, sliding="all", moe="mixtral", aliases=_MIXTRAL_ALIASES),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
                    mlp_bias=True, ffn_default_4h=True, learned_positions=True,

@@ -130,6 +130,21 @@ PRESETS: dict[str, Arch] = {
     "llama3.1-8b": _llama31(32, 4096, 32, 14336, "8B"),
     "llama3.1-70b": _llama31(80, 8192, 64, 28672, "70B"),
     "llama3.1-405b": _llama31(126, 16384, 128, 53248, "405B"),
+    # Serving presets (issue 23). Llama 3.3 70B is Llama 3.1 70B's architecture
+    # (meta-llama/Llama-3.3-70B-Instruct/config.json differs only in its weights).
+    "llama3.3-70b": Arch(
+        description="Llama 3.3 70B Instruct (Llama 3.1 70B architecture, GQA 8 KV heads, 128K context)",
+        source="meta-llama/Llama-3.3-70B-Instruct/config.json",
+        layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=128256, seq=131072,
+        act="swiglu", norm="rmsnorm", biases=False, tied=False, positions="rotary",
+    ),
+    # meta-llama/Llama-2-70b-chat-hf/config.json (Touvron et al. 2023, arXiv:2307.09288 §2.2: GQA for 70B).
+    "llama2-70b": Arch(
+        description="Llama 2 70B (GQA 8 KV heads, SwiGLU, RMSNorm, 4K context)",
+        source="meta-llama/Llama-2-70b-chat-hf/config.json",
+        layers=80, hidden=8192, heads=64, kv_heads=8, ffn=28672, vocab=32000, seq=4096,
+        act="swiglu", norm="rmsnorm", biases=False, tied=False, positions="rotary",
+    ),
     # mistralai/Mixtral-8x7B-v0.1/config.json (Jiang et al. 2024, arXiv:2401.04088 Table 1).
     "mixtral-8x7b": Arch(
         description="Mixtral 8x7B (8 experts, top-2, GQA 8 KV heads, SwiGLU, RMSNorm)",
@@ -202,7 +217,22 @@ def _llama4(experts: int, step: int, max_positions: int) -> dict:
                 text_config=text)
 
 
+# openai/gpt-oss-120b/config.json: 36 layers alternating sliding (128 tokens) and full attention,
+# 64 query and 8 KV heads of 64, 128 experts of 2880 with top-4, vocabulary 201088 (MXFP4 experts).
+_GPT_OSS_120B = dict(
+    model_type="gpt_oss", hidden_size=2880, intermediate_size=2880, num_hidden_layers=36,
+    num_attention_heads=64, num_key_value_heads=8, head_dim=64, num_local_experts=128,
+    num_experts_per_tok=4, vocab_size=201088, max_position_embeddings=131072, sliding_window=128,
+    layer_types=["sliding_attention", "full_attention"] * 18, tie_word_embeddings=False,
+    rms_norm_eps=1e-5, hidden_act="silu")
+
+
 HF_PRESETS: dict[str, HfArch] = {
+    "deepseek-r1": HfArch(description="DeepSeek-R1 671B (DeepSeek-V3 architecture: MLA, 256 routed experts, top-8)",
+                          source="deepseek-ai/DeepSeek-R1/config.json (identical architecture fields to DeepSeek-V3)",
+                          config=_DEEPSEEK_V3),
+    "gpt-oss-120b": HfArch(description="gpt-oss-120b (MoE: 128 experts, top-4; alternating 128-token sliding window)",
+                           source="openai/gpt-oss-120b/config.json", config=_GPT_OSS_120B),
     "deepseek-v3": HfArch(description="DeepSeek-V3 671B (MLA, 1 shared + 256 routed experts, top-8, 3 dense layers first)",
                           source="deepseek-ai/DeepSeek-V3/config.json; arXiv:2412.19437", config=_DEEPSEEK_V3),
     "llama4-scout": HfArch(description="Llama 4 Scout 17B-16E (MoE every layer: 16 experts, top-1 + shared expert)",

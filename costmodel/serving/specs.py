@@ -1,0 +1,99 @@
+"""Plain inputs of the serving cost model: number formats, one serving instance's parallelism, the
+low-precision tensor-core rates, and the handful of efficiency constants fitted on published runs."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
+
+WeightPrecision = Literal["bf16", "fp8", "fp4"]
+"""Format of the transformer blocks' linear weights (and their GEMMs)."""
+KvDtype = Literal["bf16", "fp8"]
+"""Format of the stored keys and values."""
+
+NVFP4_BYTES_PER_PARAM = 0.5 + 1.0 / 16.0
+"""NVFP4: 4-bit E2M1 elements plus one FP8 E4M3 scale per 16 elements (NVIDIA, "Introducing NVFP4
+for Efficient and Accurate Low-Precision Inference", developer blog, 2025)."""
+MXFP4_BYTES_PER_PARAM = 0.5 + 1.0 / 32.0
+"""MXFP4: 4-bit E2M1 elements plus one E8M0 scale per 32 (OCP Microscaling Formats MX v1.0 spec)."""
+
+
+def weight_bytes(precision: WeightPrecision, mx_blocks: bool = False) -> float:
+    """Bytes per weight in ``precision``: 2 (bf16), 1 (fp8), NVFP4 or MXFP4 with their block scales
+    (``mx_blocks``: AMD's MXFP4 rather than NVIDIA's NVFP4)."""
+    if precision == "bf16":
+        return 2.0
+    if precision == "fp8":
+        return 1.0
+    return MXFP4_BYTES_PER_PARAM if mx_blocks else NVFP4_BYTES_PER_PARAM
+
+
+def kv_bytes(dtype: KvDtype) -> float:
+    """Bytes per stored key or value element (bf16 2, fp8 1)."""
+    return 2.0 if dtype == "bf16" else 1.0
+
+
+class Instance(BaseModel):
+    """One serving engine instance: how its GPUs split the model (vLLM / SGLang / TRT-LLM flags
+    ``--tensor-parallel-size``, ``--pipeline-parallel-size``, expert parallelism, attention DP)."""
+
+    model_config = _FROZEN
+    tp: int = Field(default=1, gt=0)
+    """GPUs sharing every layer (TensorRT-LLM ``tp_size``; with ``attention_dp`` the attention runs
+    data-parallel over these GPUs and only the MLP / experts are split)."""
+    pp: int = Field(default=1, gt=0)
+    """Pipeline stages, each holding 1/pp of the layers."""
+    ep: int = Field(default=1, gt=0)
+    """Expert-parallel degree inside the tp GPUs (TensorRT-LLM ``moe_expert_parallel_size``; the
+    experts' remaining split tp / ep is tensor-parallel)."""
+    attention_dp: bool = False
+    """Attention data parallelism (TensorRT-LLM ``enable_attention_dp``, SGLang ``--enable-dp-attention``):
+    each of the tp GPUs runs its own requests' attention with the whole KV heads."""
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp
+
+    @model_validator(mode="after")
+    def _ep_divides_tp(self) -> "Instance":
+        if self.tp % self.ep:
+            raise ValueError(f"ep {self.ep} must divide tp {self.tp} (experts split ep-ways inside the tp GPUs)")
+        return self
+
+
+class LowPrecisionRates(BaseModel):
+    """Dense FP4 tensor-core rate of a GPU, which ``costmodel.specs.GPUSpec`` does not carry (the
+    FP8 rate and MAMF fractions come from the GPUSpec)."""
+
+    model_config = _FROZEN
+    peak_fp4_tflops: float | None = Field(default=None, gt=0)
+    """Dense FP4 (NVFP4 / MXFP4) peak, TFLOP/s; None where the GPU has no FP4 tensor cores."""
+    mx_blocks: bool = False
+    """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
+
+
+class ServingEfficiency(BaseModel):
+    """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
+    the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else:
+    the defaults below are that fit (136 stated rows: median |error| 9.6 %, p90 22.0 %, every GPU
+    type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
+
+    model_config = _FROZEN
+    decode_memory: float = Field(default=0.691, gt=0, le=1)
+    """Achieved fraction of HBM bandwidth while decode streams weights and KV cache."""
+    prefill_compute: float = Field(default=0.98, gt=0, le=1.5)
+    """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
+    skip the training loop's overheads)."""
+    step_overhead_us: float = Field(default=96.8, ge=0)
+    """Fixed time per decode step and layer (kernel tails, CUDA-graph replay, sampling), µs."""
+    request_overhead_us: float = Field(default=356.5, ge=0)
+    """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
+    low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
+    """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""
+    moe_imbalance: float = Field(default=1.84, ge=1, le=4)
+    """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
+    uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
+    the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""

@@ -1,0 +1,182 @@
+"""Time of one prefill chunk and one decode step of a serving instance.
+
+Prefill is compute: the blocks' GEMMs at the weight precision's tensor-core rate
+(``costmodel.kernels.gemm_time``) and causal FlashAttention (``costmodel.kernels.attention_time``).
+Decode is memory traffic: each step streams the GPU's weight shard once for the whole batch (the
+batch amortises it) and every sequence's KV cache, against the compute ceiling of the same GEMMs
+(roofline, Williams et al. CACM 2009; the decode analysis of Pope et al., MLSys'23 §2 and of
+"LLM Inference Unveiled", Yuan et al. arXiv:2402.16363 §3). MoE decode streams only the experts some
+token of the batch picked: E·(1 − (1 − k/E)^b) of E experts for b tokens under uniform routing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from costmodel.kernels import attention_time, gemm_time
+from costmodel.precision import fp8_gemm_speedup
+from costmodel.serving.comm import ep_all_to_all, pp_hand_off, tp_all_reduce
+from costmodel.serving.kvcache import block_kv_bytes_per_token
+from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops
+from costmodel.serving.specs import (
+    Instance,
+    LowPrecisionRates,
+    ServingEfficiency,
+    WeightPrecision,
+    weight_bytes,
+)
+from costmodel.specs import ClusterSpec
+
+EMBEDDING_BYTES = 2.0
+"""Embedding and output head stay bf16 in FP8 and FP4 checkpoints (NVIDIA ModelOpt quantises the
+blocks' linear layers; ``lm_head`` is excluded by default)."""
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Everything the serving cost functions read about the machine."""
+
+    cluster: ClusterSpec
+    rates: LowPrecisionRates
+    efficiency: ServingEfficiency
+
+
+def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
+    """GEMM rate at ``precision`` over bf16 at the measured ceilings: FP8 per
+    :func:`costmodel.precision.fp8_gemm_speedup`; FP4 as the FP4 peak at the FP8 MAMF fraction times
+    ``ServingEfficiency.low_precision_gemm``. Raises ValueError where the GPU lacks the format."""
+    if precision == "bf16":
+        return 1.0
+    if precision == "fp8":
+        return fp8_gemm_speedup(hw.cluster)
+    gpu = hw.cluster.gpu
+    if hw.rates.peak_fp4_tflops is None:
+        raise ValueError(f"GPU {gpu.name} has no FP4 tensor cores")
+    fp4 = hw.rates.peak_fp4_tflops * (gpu.fp8_mamf_fraction or 1.0) * hw.efficiency.low_precision_gemm
+    return fp4 / (gpu.peak_bf16_tflops * (gpu.bf16_mamf_fraction or 1.0))
+
+
+def block_weight_params(block: BlockShape, instance: Instance, experts_touched: float | None = None) -> float:
+    """Parameters of one block on one GPU: attention whole under attention DP, else its TP split
+    (MLA down-projections and norms whole); dense MLP / router / shared expert over tp; routed experts
+    over tp (ep·(tp/ep) ways). ``experts_touched`` counts only that many routed experts (decode)."""
+    attn = block.attention_params
+    if not instance.attention_dp:
+        attn = block.replicated_attention_params + (attn - block.replicated_attention_params) / instance.tp
+    experts = block.layer.num_experts if experts_touched is None else experts_touched
+    return attn + (block.dense_params + experts * block.expert_params_each) / instance.tp
+
+
+def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False) -> float:
+    """Weight bytes on the busiest GPU: 1/pp of the blocks, plus the embedding and the head (TP-split,
+    bf16) as if on one stage (the first and last stage hold one each)."""
+    blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
+    edges = (shape.embedding_params + shape.head_params) / instance.tp / (2 if instance.pp > 1 else 1)
+    return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
+
+
+def experts_touched(block: BlockShape, tokens: float) -> float:
+    """Expected distinct routed experts picked by ``tokens`` tokens routing to top-k of E uniformly."""
+    e, k = block.layer.num_experts, block.layer.moe_top_k
+    if not e:
+        return 0.0
+    return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
+
+
+def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: float) -> float:
+    """TP all-reduces, or EP all-to-alls under attention DP, of one block for ``tokens`` tokens."""
+    h = block.layer.hidden_size
+    if instance.attention_dp and block.layer.is_moe:
+        return ep_all_to_all(hw.cluster, instance.tp, tokens / instance.tp, h, block.layer.moe_top_k)
+    if instance.attention_dp:
+        return tp_all_reduce(hw.cluster, instance.tp, tokens, h)  # gather before and scatter after the dense MLP
+    return 2.0 * tp_all_reduce(hw.cluster, instance.tp, tokens, h)
+
+
+@dataclass(frozen=True)
+class StepParts:
+    """Where a decode step's time goes (seconds): HBM traffic and compute overlap (the longer one
+    counts), communication and fixed overhead add."""
+
+    traffic: float = 0.0
+    compute: float = 0.0
+    comm: float = 0.0
+    overhead: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return max(self.traffic, self.compute) + self.comm + self.overhead
+
+    def __add__(self, other: "StepParts") -> "StepParts":
+        return StepParts(self.traffic + other.traffic, self.compute + other.compute,
+                         self.comm + other.comm, self.overhead + other.overhead)
+
+    def scaled(self, factor: float) -> "StepParts":
+        return StepParts(self.traffic * factor, self.compute * factor, self.comm * factor, self.overhead * factor)
+
+
+def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, context: float,
+                       precision: WeightPrecision, kv_element_bytes: float) -> StepParts:
+    """One block in a decode step of ``batch`` sequences of mean ``context`` tokens: weight + KV
+    traffic, GEMM + attention compute, communication and the fixed per-layer step overhead."""
+    gpu, eff = hw.cluster.gpu, hw.efficiency
+    touched = experts_touched(block, batch) if block.layer.is_moe else None
+    weights = block_weight_params(block, instance, touched) * weight_bytes(precision, hw.rates.mx_blocks)
+    seqs = batch / instance.tp if instance.attention_dp else batch
+    kept = min(context, block.window) if block.window else context
+    kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
+    traffic = (weights + kv) / (gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory)
+    gemm, core = block_forward_flops(block, batch / instance.tp, context)
+    compute = gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute
+    compute += core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention)
+    parts = StepParts(traffic, compute, _block_comm(hw, block, instance, batch), eff.step_overhead_us * 1e-6)
+    return parts.scaled(eff.moe_imbalance) if block.layer.is_moe else parts
+
+
+def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:
+    """Seconds of the output head (bf16, vocabulary split over tp) for ``tokens`` tokens."""
+    flops = 2.0 * tokens * shape.hidden_size * shape.vocab_size / instance.tp
+    stream = shape.head_params / instance.tp * EMBEDDING_BYTES / (hw.cluster.gpu.hbm_bandwidth_gbps * 1e9 * hw.efficiency.decode_memory)
+    return max(gemm_time(hw.cluster, flops) / hw.efficiency.prefill_compute, stream)
+
+
+def decode_step_parts(hw: Hardware, shape: ModelShape, instance: Instance, batch: float, context: float,
+                      precision: WeightPrecision, kv_element_bytes: float) -> StepParts:
+    """The time between two tokens of a sequence in a decode batch of ``batch`` sequences, by part:
+    each of the pp stages runs its 1/pp of the blocks on a micro-batch of batch/pp and hands it on,
+    so a token waits for all pp micro-batches (TPOT = pp x stage time)."""
+    micro = max(batch / instance.pp, 1.0)
+    stage = StepParts()
+    for block in shape.blocks:
+        stage = stage + decode_block_parts(hw, block, instance, micro, context, precision, kv_element_bytes).scaled(block.count)
+    stage = stage.scaled(1.0 / instance.pp) + StepParts(compute=head_time(hw, shape, instance, micro) / instance.pp)
+    if instance.pp > 1:
+        stage = stage + StepParts(comm=pp_hand_off(hw.cluster, micro, shape.hidden_size))
+    return stage.scaled(instance.pp)
+
+
+def decode_step_time(hw: Hardware, shape: ModelShape, instance: Instance, batch: float, context: float,
+                     precision: WeightPrecision, kv_element_bytes: float) -> float:
+    """Seconds of one decode step (:func:`decode_step_parts`, traffic and compute overlapped per
+    stage, not per block: a serving engine runs the step as one CUDA graph)."""
+    return decode_step_parts(hw, shape, instance, batch, context, precision, kv_element_bytes).total
+
+
+def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float, prompt: float,
+                 precision: WeightPrecision) -> float:
+    """Seconds for one instance to prefill ``tokens`` prompt tokens of prompts ``prompt`` tokens long
+    (all pp stages in turn: the latency of one chunk). Causal attention: queries see prompt/2 keys on
+    average (``costmodel.flops`` convention)."""
+    eff, speed = hw.efficiency, gemm_speedup(hw, precision)
+    total = 0.0
+    per_gpu = tokens / instance.tp
+    for block in shape.blocks:
+        gemm, core = block_forward_flops(block, per_gpu, prompt / 2.0)
+        compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
+        compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
+        slowest = eff.moe_imbalance if block.layer.is_moe else 1.0
+        total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
+    total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
+    if instance.pp > 1:
+        total += (instance.pp - 1) * pp_hand_off(hw.cluster, tokens, shape.hidden_size)
+    return total

@@ -1,0 +1,31 @@
+"""Serving-only hardware data: each GPU's FP4 tensor-core rate (``serving.json``), which the
+training specs do not carry."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from costmodel.serving.specs import LowPrecisionRates
+from costmodel.specs import GPUSpec
+
+SERVING_FILE = "serving.json"
+
+
+def _table() -> dict[str, dict[str, object]]:
+    text = resources.files(__package__).joinpath(SERVING_FILE).read_text(encoding="utf-8")
+    return json.loads(text)["gpus"]
+
+
+def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
+    """The FP4 rate of ``gpu`` (matched by its gpus.json name); no FP4 where serving.json omits it."""
+    entry = _table().get(gpu.name)
+    if entry is None:
+        return LowPrecisionRates()
+    return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]))
+
+
+def low_precision_sources(gpu: GPUSpec) -> dict[str, str]:
+    """Citations of ``gpu``'s serving rates (empty where it has none)."""
+    entry = _table().get(gpu.name)
+    return dict(entry["sources"]) if entry else {}

@@ -1,0 +1,27 @@
+"""FP4 rates for serving (profiles/serving.json) and the GB300 / MI355X presets."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiles import load_cluster, load_gpu
+from profiles.serving import low_precision_rates, low_precision_sources
+
+
+@pytest.mark.parametrize(("gpu", "fp4", "mx"), [("b200", 9000, False), ("gb200", 10000, False), ("gb300", 15000, False),
+                                               ("mi355x", 9200, True)])
+def test_fp4_rates_are_twice_fp8_or_more_and_cited(gpu: str, fp4: float, mx: bool) -> None:
+    spec = load_gpu(gpu)
+    rates = low_precision_rates(spec)
+    assert rates.peak_fp4_tflops == fp4 and rates.mx_blocks is mx
+    assert rates.peak_fp4_tflops >= 2 * (spec.peak_fp8_tflops or 0)
+    assert len(low_precision_sources(spec)["peak_fp4_tflops"]) > 20
+
+
+def test_hopper_has_no_fp4() -> None:
+    assert low_precision_rates(load_gpu("h100-sxm")).peak_fp4_tflops is None
+
+
+def test_new_cluster_presets_load() -> None:
+    assert load_cluster("gb300-nvl72").gpu.hbm_gib > 280
+    assert load_cluster("mi355x-8").intra_node_bandwidth_gbps == pytest.approx(7 * 153.6 / 2)
