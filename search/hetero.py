@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig, TransformerLayer
 from search.hetero_alloc import allocate
+from search.hetero_bound import kind_line, mix_bound
+from search.hetero_curve import KindCurve
 from search.hetero_price import PoolKey, Pricing, pool_keys
 from search.hetero_types import HeteroCandidate, HeteroRequest, HeteroResult, HeteroStats, ReplicaSpec
 from search.hetero_units import Mix, Pool, every_mix, kinds, mix_count, packings, pools
@@ -49,23 +51,53 @@ def search_hetero(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) 
     """The fastest heterogeneous plans that fit (see the module docstring)."""
     start = time.perf_counter()
     pricing = Pricing(model, cluster)
+    queue, exact = _bounded_mixes(pricing, model, cluster, req)
     found: list[tuple[float, int, _Found]] = []
-    evaluated, exact = 0, True
-    for base, pool_list, mixes, complete in _bases(model, cluster, req):
-        exact = exact and complete and _splits_exact(model, base.pp)
-        keys = pool_keys(pool_list)
-        for mix in mixes:
-            got = _price_mix(pricing, base, keys, mix, req)
-            evaluated += 1
-            if got is not None:
-                _keep(found, _Found(got[0], base, tuple(pool_list), mix, got[1]), req.top_k, evaluated)
+    evaluated = 0
+    for bound, order, base, pool_list, mix in queue:
+        if len(found) == req.top_k and bound >= -found[0][0]:
+            break  # every mix left is bounded above the k-th best: pruned, proven
+        got = _price_mix(pricing, base, pool_keys(pool_list), mix, req)
+        evaluated += 1
+        if got is not None:
+            _keep(found, _Found(got[0], base, tuple(pool_list), mix, got[1]), req.top_k, order)
     ranked = [f for _, _, f in sorted(found, key=lambda x: (-x[0], -x[1]))]
     candidates = tuple(_assemble(pricing, f, req.recomputes) for f in ranked)
-    stats = HeteroStats(evaluated, "optimal" if exact else "feasible", 0.0 if exact else None, time.perf_counter() - start)
+    stats = HeteroStats(evaluated, len(queue) - evaluated, "optimal" if exact else "feasible", 0.0 if exact else None,
+                        time.perf_counter() - start)
     return HeteroResult(candidates[0] if candidates else None, candidates[1:], stats)
 
 
-def _bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Iterator[tuple[ParallelConfig, list[Pool], list[Mix], bool]]:
+def _bounded_mixes(pricing: Pricing, model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> tuple[list, bool]:
+    """Every mix to consider with its lower bound (``search.hetero_bound``), lowest first, and
+    whether the space was covered exactly (every mix enumerated, every split priced)."""
+    fixed = min(g.cluster.efficiency.step_fixed_s for g in cluster.groups)
+    queue, exact = [], True
+    for base, pool_list, mixes, complete in bases(model, cluster, req):
+        proven = complete and _splits_exact(model, base.pp)
+        exact = exact and proven
+        keys = pool_keys(pool_list)
+        total = req.global_batch // base.micro_batch
+        lines: dict = {}
+        for mix in mixes:
+            for kind, _ in mix:
+                if kind not in lines:
+                    lines[kind] = kind_line(pricing, kind, keys, base, _bound_splits(pricing, kind, keys, base, proven))
+            if sum(n for _, n in mix) <= total:
+                queue.append((mix_bound(mix, lines, total, fixed), len(queue), base, pool_list, mix))
+    queue.sort(key=lambda q: (q[0], q[1]))
+    return queue, exact
+
+
+def _bound_splits(pricing: Pricing, kind, keys, base: ParallelConfig, proven: bool) -> list:
+    """Splits the bound ranges over: all the search prices when it is proving, else the balanced
+    one only (a screening estimate: the status is ``feasible`` then)."""
+    if not proven:
+        return [None]
+    return pricing.splits(kind, keys, frozenset(keys[e] for e in kind), base.model_copy(update={"global_batch": base.micro_batch * base.pp}))
+
+
+def bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Iterator[tuple[ParallelConfig, list[Pool], list[Mix], bool]]:
     """(base option, pools, mixes to price, whether the mixes are all of them) per option."""
     blocks = sum(isinstance(layer, TransformerLayer) for layer in model.layers)
     gpn = max(g.cluster.gpus_per_node for g in cluster.groups)
@@ -99,19 +131,8 @@ def _price_mix(pricing: Pricing, base: ParallelConfig, keys: list[PoolKey], mix:
     replicas = sum(n for _, n in mix)
     total = req.global_batch // base.micro_batch
     used = frozenset(keys[e] for kind, _ in mix for e in kind)
-    memo: dict[tuple[int, int], float] = {}
-
-    def time_fn(k: int):
-        kind = mix[k][0]
-
-        def t(m: int) -> float:
-            if (k, m) not in memo:
-                got = pricing.kind_time(kind, keys, used, base, replicas, m, req.recomputes)
-                memo[k, m] = math.inf if got is None else got[0]
-            return memo[k, m]
-        return t
-
-    got = allocate([time_fn(k) for k in range(len(mix))], [n for _, n in mix], total)
+    curves = [KindCurve(pricing, kind, keys, used, base, replicas, req.recomputes) for kind, _ in mix]
+    got = allocate(curves, [n for _, n in mix], total)
     if got is None:
         return None
     return got[0], tuple(tuple(row) for row in got[1])
@@ -136,12 +157,13 @@ def _assemble(pricing: Pricing, f: _Found, modes: tuple[str, ...]) -> HeteroCand
     replicas = sum(n for _, n in f.mix)
     specs = []
     for (kind, _), row in zip(f.mix, f.shares):
+        curve = KindCurve(pricing, kind, keys, used, f.base, replicas, modes)
         for m in row:
             devices = []
             for e in kind:
                 devices.append(f.pool_list[e].units[cursor[e]])
                 cursor[e] += 1
-            _, cfg = pricing.kind_time(kind, keys, used, f.base, replicas, m, modes)
+            _, cfg = curve.best(m)
             specs.append(ReplicaSpec(tuple(devices), cfg.stage_layers, m, cfg.recompute))
     return pricing.estimate(f.base, specs)
 

@@ -70,22 +70,6 @@ class Pricing:
         """A replica whose stage s runs on ``stage_pools[s]`` under ``cfg`` (its share and split)."""
         return estimate_replica([self.table(p, used) for p in stage_pools], cfg)
 
-    def kind_time(self, kind: Kind, keys: Sequence[PoolKey], used: frozenset[PoolKey], base: ParallelConfig,
-                  replicas: int, m: int, modes: Sequence[str]) -> tuple[float, ParallelConfig] | None:
-        """Fastest (step time, configuration) of one replica of ``kind`` running ``m`` micro-batches in
-        a job of ``replicas`` replicas, over the recompute ``modes`` and the candidate splits; None
-        when nothing fits."""
-        best: tuple[float, ParallelConfig] | None = None
-        stage_pools = [keys[e] for e in kind]
-        for mode in modes:
-            cfg0 = _share(base, replicas, m).model_copy(update={"recompute": mode})
-            for sizes in self.splits(kind, keys, used, cfg0):
-                cfg = cfg0.model_copy(update={"stage_layers": sizes})
-                est = self.replica(stage_pools, used, cfg)
-                if est.fits and (best is None or est.step_time_s < best[0]):
-                    best = (est.step_time_s, cfg)
-        return best
-
     def splits(self, kind: Kind, keys: Sequence[PoolKey], used: frozenset[PoolKey], cfg: ParallelConfig) -> list[tuple[int, ...] | None]:
         """Stage splits to price for ``kind``: every split when there are at most ``SMALL_SPLITS``
         (exact), else the Pareto front of the stage dynamic program (``search.stages``) run with each

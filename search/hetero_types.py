@@ -116,6 +116,8 @@ class HeteroStats:
 
     evaluated: int
     """Replica mixes whose micro-batch allocation was solved."""
+    pruned: int
+    """Mixes skipped because their lower bound could not beat the k-th best (``search.hetero_bound``)."""
     status: HeteroStatus
     """optimal: every base option's mixes and splits were enumerated (exact over the space)."""
     gap: float | None
