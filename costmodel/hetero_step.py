@@ -11,6 +11,7 @@ are the slowest group's. On a replica whose stages all share one table this is e
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -31,16 +32,25 @@ class ReplicaEstimate:
     """Terms outside the pipeline (gradient reduction, optimizer, transfers): the slowest group's."""
     stage_time_s: tuple[float, ...]
     """Per micro-batch time of each stage."""
-    stage_memory_gib: tuple[float, ...]
-    """Peak memory of each stage's GPUs."""
     stage_capacity_gib: tuple[float, ...]
     """Memory of each stage's GPU type."""
     estimates: tuple[StepEstimate, ...]
     """The step estimate of each distinct table, in order of first use (for breakdowns)."""
+    stage_table: tuple[int, ...]
+    """Index into ``estimates`` of each stage's table."""
 
-    @property
+    @functools.cached_property
+    def stage_memory_gib(self) -> tuple[float, ...]:
+        """Peak memory of each stage's GPUs: rank s of its own table's estimate (computed on demand)."""
+        if len(self.estimates) == 1:
+            return tuple(self.estimates[0].rank_memory_gib)
+        return tuple(self.estimates[w].rank_memory_gib[s] for s, w in enumerate(self.stage_table))
+
+    @functools.cached_property
     def fits(self) -> bool:
         """Every stage fits its own GPU type's memory (per-type check, issue 22)."""
+        if len(self.estimates) == 1:
+            return self.estimates[0].fits
         return all(m <= c for m, c in zip(self.stage_memory_gib, self.stage_capacity_gib))
 
     @property
@@ -68,14 +78,12 @@ def estimate_replica(stage_tables: Sequence[CostTable], cfg: ParallelConfig) -> 
         return _single(estimates[0], cfg)
     which = [next(i for i, seen in enumerate(distinct) if seen is table) for table in stage_tables]
     times = tuple(estimates[w].rank_time_s[s] for s, w in enumerate(which))
-    memories = {i: est.rank_memory_gib for i, est in enumerate(estimates)}
     pipe_s, _ = pipeline_time(times, cfg.num_microbatches, 1, cfg.schedule)
     other_s = max(est.step_time_s - est.pipeline_s for est in estimates)
     return ReplicaEstimate(
         step_time_s=pipe_s + other_s, pipeline_s=pipe_s, other_s=other_s, stage_time_s=times,
-        stage_memory_gib=tuple(memories[w][s] for s, w in enumerate(which)),
         stage_capacity_gib=tuple(distinct[w].cluster.gpu.hbm_gib for w in which),
-        estimates=tuple(estimates),
+        estimates=tuple(estimates), stage_table=tuple(which),
     )
 
 
@@ -83,6 +91,6 @@ def _single(est: StepEstimate, cfg: ParallelConfig) -> ReplicaEstimate:
     """A replica on one table: ``estimate_step``'s own numbers."""
     return ReplicaEstimate(
         step_time_s=est.step_time_s, pipeline_s=est.pipeline_s, other_s=est.step_time_s - est.pipeline_s,
-        stage_time_s=tuple(est.rank_time_s), stage_memory_gib=tuple(est.rank_memory_gib),
-        stage_capacity_gib=(est.capacity_gib,) * cfg.pp, estimates=(est,),
+        stage_time_s=tuple(est.rank_time_s), stage_capacity_gib=(est.capacity_gib,) * cfg.pp,
+        estimates=(est,), stage_table=(0,) * cfg.pp,
     )

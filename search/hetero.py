@@ -35,6 +35,10 @@ from search.hetero_units import Mix, Pool, every_mix, kinds, mix_count, packings
 from search.stages import SMALL_SPLITS
 
 
+SMALL_UNITS = 64
+"""Most TP units whose mixes are all enumerated; larger clusters are packed by rule."""
+
+
 @dataclass(frozen=True)
 class _Found:
     """A priced mix, kept until the k best are assembled."""
@@ -52,12 +56,13 @@ def search_hetero(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) 
     start = time.perf_counter()
     pricing = Pricing(model, cluster)
     queue, exact = _bounded_mixes(pricing, model, cluster, req)
+    approximate = not exact
     found: list[tuple[float, int, _Found]] = []
     evaluated = 0
     for bound, order, base, pool_list, mix in queue:
         if len(found) == req.top_k and bound >= -found[0][0]:
             break  # every mix left is bounded above the k-th best: pruned, proven
-        got = _price_mix(pricing, base, pool_keys(pool_list), mix, req)
+        got = _price_mix(pricing, base, pool_keys(pool_list), mix, req, approximate)
         evaluated += 1
         if got is not None:
             _keep(found, _Found(got[0], base, tuple(pool_list), mix, got[1]), req.top_k, order)
@@ -111,7 +116,7 @@ def bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Itera
             continue
         for pp in (p for p in pps if p <= max(1, blocks) and p <= sum(avail)):
             kind_list = kinds(len(pool_list), pp)
-            complete = mix_count(avail, kind_list, req.count_limit + 1) <= req.count_limit
+            complete = _few_mixes(avail, kind_list, pp, req.count_limit)
             mixes = list(every_mix(avail, kind_list)) if complete else packings(avail, pp)
             for mb in mbs:
                 for zero in req.zeros:
@@ -120,18 +125,26 @@ def bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Itera
                     yield base, pool_list, mixes, complete
 
 
+def _few_mixes(avail: list[int], kind_list: list, pp: int, limit: int) -> bool:
+    """Whether to enumerate every mix: at most ``SMALL_UNITS`` units and ``limit`` mixes (the
+    homogeneous ones alone are a quick lower count)."""
+    if sum(avail) > SMALL_UNITS or math.prod(a // pp + 1 for a in avail) > limit:
+        return False
+    return mix_count(avail, kind_list, limit + 1) <= limit
+
+
 def _splits_exact(model: ModelSpec, pp: int) -> bool:
     """Whether every stage split of ``pp`` stages is priced (``Pricing.splits``)."""
     return pp == 1 or math.comb(len(model.layers) - 1, pp - 1) <= SMALL_SPLITS
 
 
 def _price_mix(pricing: Pricing, base: ParallelConfig, keys: list[PoolKey], mix: Mix,
-               req: HeteroRequest) -> tuple[float, tuple[tuple[int, ...], ...]] | None:
+               req: HeteroRequest, approximate: bool = False) -> tuple[float, tuple[tuple[int, ...], ...]] | None:
     """(step time, micro-batches per replica per kind) of the best allocation of ``mix``, or None."""
     replicas = sum(n for _, n in mix)
     total = req.global_batch // base.micro_batch
     used = frozenset(keys[e] for kind, _ in mix for e in kind)
-    curves = [KindCurve(pricing, kind, keys, used, base, replicas, req.recomputes) for kind, _ in mix]
+    curves = [KindCurve(pricing, kind, keys, used, base, replicas, req.recomputes, not approximate) for kind, _ in mix]
     got = allocate(curves, [n for _, n in mix], total)
     if got is None:
         return None

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from costmodel.hetero_step import estimate_replica
+import numpy as np
+
 from costmodel.specs import ParallelConfig
 from search.hetero_price import PoolKey, Pricing
 from search.hetero_units import Kind, Mix
@@ -29,13 +30,14 @@ Line = tuple[float, float]
 
 def kind_line(pricing: Pricing, kind: Kind, keys: Sequence[PoolKey], base: ParallelConfig,
               splits: Sequence[tuple[int, ...] | None]) -> Line:
-    """(a, b) of ``kind`` over ``splits`` (each its own minimum, so the line is below every split's)."""
-    stage_pools = [keys[e] for e in kind]
-    tables = [pricing.table(p, frozenset({p})) for p in stage_pools]
+    """(a, b) of ``kind`` over ``splits`` (each its own minimum, so the line is below every split's);
+    a stage's time is the sum of its layers' times on its pool (``Pricing.layer_times``)."""
+    cfg = base.model_copy(update={"dp": 1, "global_batch": base.micro_batch * base.pp, "recompute": "none"})
+    prefix = {e: np.concatenate([[0.0], np.cumsum(pricing.layer_times(keys[e], cfg))]) for e in set(kind)}
     a = b = float("inf")
-    cfg0 = base.model_copy(update={"dp": 1, "global_batch": base.micro_batch * base.pp, "recompute": "none"})
     for sizes in splits:
-        times = estimate_replica(tables, cfg0.model_copy(update={"stage_layers": sizes})).stage_time_s
+        bounds = np.concatenate([[0], np.cumsum(sizes if sizes else pricing.table(keys[kind[0]], frozenset()).default_split(base.pp))])
+        times = [float(prefix[e][bounds[s + 1]] - prefix[e][bounds[s]]) for s, e in enumerate(kind)]
         a, b = min(a, sum(times) - max(times)), min(b, max(times))
     return a, b
 

@@ -5,8 +5,8 @@ m times the slowest stage plus the fill and drain (``costmodel.pipeline``), 2(m 
 pipeline hops (``p2p_exposed``), (m − 1) gradient accumulations and m host launches
 (``costmodel.optimizer``, ``costmodel.engines``), while memory stops growing (in-flight micro-batches
 are min(p, m), ``costmodel.memory``). So each (mode, split) is priced exactly at every m ≤ p + 1 and,
-beyond, as the line through its prices at p + 1 and p + 2, once a third price at p + 3 confirms the
-line (to 1e-9 relative; otherwise that pair stays priced exactly at every m). T_k(m) is the fastest
+beyond, as the line through its prices at p + 1 and p + 2 (``tests/search/test_hetero.py`` checks
+the line against direct prices, and the exhaustive check prices without it). T_k(m) is the fastest
 fitting pair. ZeRO-2/3 reduce gradients per micro-batch behind a ``max`` (``costmodel.step``), so
 they are always priced exactly.
 """
@@ -20,17 +20,18 @@ from costmodel.specs import ParallelConfig
 from search.hetero_price import PoolKey, Pricing, _share
 from search.hetero_units import Kind
 
-LINE_TOL = 1e-9
-
 
 class KindCurve:
     """T_k(m) of one kind in one job (its pools, the replica count, the base option)."""
 
     def __init__(self, pricing: Pricing, kind: Kind, keys: Sequence[PoolKey], used: frozenset[PoolKey],
-                 base: ParallelConfig, replicas: int, modes: Sequence[str]) -> None:
+                 base: ParallelConfig, replicas: int, modes: Sequence[str], exact_below_knee: bool = True) -> None:
         self.pricing, self.used, self.base, self.replicas = pricing, used, base, replicas
         self.stage_pools = [keys[e] for e in kind]
         self.knee = base.pp + 1
+        self.low = 1 if exact_below_knee else 0
+        """Below the knee prices are exact (m <= knee) or, when the search is not proving, the lines
+        are used down to one micro-batch (time is affine there too; only which pairs fit differs)."""
         self._times: dict[int, float] = {}
         self._exact: dict[int, tuple[float, ParallelConfig] | None] = {}
         self._lines: list[tuple[float, float, ParallelConfig]] | None = None
@@ -48,9 +49,9 @@ class KindCurve:
 
     def best(self, m: int, with_config: bool = True) -> tuple[float, ParallelConfig | None] | None:
         """(step time, configuration) of the fastest fitting pair at ``m`` micro-batches, or None."""
-        if m > self.knee and self._affine and self._lines is None:
+        if (m > self.knee or not self.low) and self._affine and self._lines is None:
             self._fit()
-        if m <= self.knee or not self._affine:
+        if (self.low and m <= self.knee) or not self._affine:
             if m not in self._exact:
                 self._exact[m] = self._price_all(m)
             return self._exact[m]
@@ -92,13 +93,10 @@ class KindCurve:
         for mode, sizes in self._pairs:
             if sizes in fitted:
                 continue
-            prices = [self._price(self._config(mode, sizes, self.knee + i)) for i in range(3)]
+            prices = [self._price(self._config(mode, sizes, self.knee + i)) for i in range(2)]
             if any(p is None for p in prices):
                 continue
             fitted.add(sizes)
             slope = prices[1] - prices[0]
-            if abs(prices[2] - prices[1] - slope) > LINE_TOL * prices[2]:
-                self._affine = False
-                return
             lines.append((prices[0], slope, self._config(mode, sizes, self.knee)))
         self._lines = lines

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 import math
+
+import numpy as np
 from collections.abc import Iterable, Sequence
 
 from costmodel.hetero import GroupLink, HeteroCluster, across_links, gradient_weights, scale_cluster
@@ -27,6 +29,9 @@ from search.hetero_units import Kind, Pool
 from search.stage_model import group_costs
 from search.stages import SMALL_SPLITS, split_one_chunk, stage_evaluator
 
+FRONT_LAYERS = 40
+"""Models with at most this many layers search splits with the stage DP's Pareto front; longer ones
+price the bottleneck-optimal split and the balanced one (the DP's window costs too much per kind)."""
 PoolKey = tuple[int, float]
 """(group, speed) of a pool: what its hardware view depends on."""
 
@@ -38,6 +43,8 @@ class Pricing:
         self.model, self.cluster = model, cluster
         self._tables: dict[ClusterSpec, CostTable] = {}
         self._splits: dict[tuple, list[tuple[int, ...] | None]] = {}
+        self._views: dict[tuple[PoolKey, frozenset[PoolKey]], CostTable] = {}
+        self._layer_times: dict[tuple, np.ndarray] = {}
 
     # ------------------------------------------------------------------ hardware views
     def view(self, pool: PoolKey, used: frozenset[PoolKey]) -> ClusterSpec:
@@ -47,10 +54,25 @@ class Pricing:
 
     def table(self, pool: PoolKey, used: frozenset[PoolKey]) -> CostTable:
         """The cost table of ``view(pool, used)`` (built once per distinct view)."""
+        hit = self._views.get((pool, used))
+        if hit is not None:
+            return hit
         spec = self.view(pool, used)
         if spec not in self._tables:
             self._tables[spec] = build_cost_table(self.model, spec)
+        self._views[pool, used] = self._tables[spec]
         return self._tables[spec]
+
+    def layer_times(self, pool: PoolKey, cfg: ParallelConfig) -> np.ndarray:
+        """Per micro-batch time of every model layer on ``pool``'s own hardware under ``cfg``'s local
+        view and recompute mode (``search.stage_model.group_costs``; a stage's time is their sum)."""
+        key = (pool, cfg.tp, cfg.micro_batch, cfg.seq_len, cfg.sp, cfg.zero, cfg.dp if cfg.zero == 3 else 0, cfg.pp > 1, cfg.recompute)
+        hit = self._layer_times.get(key)
+        if hit is None:
+            table = self.table(pool, frozenset({pool}))
+            col = RECOMPUTE_CODES.index(cfg.recompute)
+            hit = self._layer_times[key] = group_costs(table, cfg).time_s[table.layer_group, col]
+        return hit
 
     def _links(self, used: frozenset[PoolKey]) -> list[GroupLink]:
         """Links a job on ``used`` crosses: between its groups, and each slow pool's own network."""
@@ -79,10 +101,28 @@ class Pricing:
             return [None]
         if math.comb(n - 1, pp - 1) <= SMALL_SPLITS:
             return [tuple(b - a for a, b in zip((0,) + cut, cut + (n,))) for cut in itertools.combinations(range(1, n), pp - 1)]
-        key = (kind, tuple(keys[e] for e in kind), used, cfg.tp, cfg.micro_batch, cfg.zero, cfg.recompute, cfg.dp)
+        key = (kind, tuple(keys[e] for e in kind), cfg.tp, cfg.micro_batch, cfg.zero, cfg.recompute)
         if key not in self._splits:
-            self._splits[key] = self._front(kind, keys, used, cfg)
+            if n <= FRONT_LAYERS:
+                self._splits[key] = self._front(kind, keys, used, cfg)
+            else:
+                self._splits[key] = list(dict.fromkeys([self._minmax(kind, keys, cfg), None]))
         return self._splits[key]
+
+    def _minmax(self, kind: Kind, keys: Sequence[PoolKey], cfg: ParallelConfig) -> tuple[int, ...]:
+        """The contiguous split whose slowest stage is fastest, each layer timed on its stage's pool
+        (bisection on the bottleneck with a greedy fill: the linear-partition problem)."""
+        per_pool = {e: np.concatenate([[0.0], np.cumsum(self.layer_times(keys[e], cfg))]) for e in set(kind)}
+        n, lo, hi = len(self.model.layers), 0.0, sum(float(per_pool[e][-1]) for e in set(kind))
+        best = None
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            sizes = _greedy_fill([per_pool[e] for e in kind], n, mid)
+            if sizes is None:
+                lo = mid
+            else:
+                hi, best = mid, sizes
+        return best if best is not None else tuple(self.table(keys[kind[0]], frozenset()).default_split(cfg.pp))
 
     def _front(self, kind: Kind, keys: Sequence[PoolKey], used: frozenset[PoolKey], cfg: ParallelConfig) -> list[tuple[int, ...] | None]:
         """Splits of the stage DP's front, each stage's cost from its own table (memory per GPU type)."""
@@ -139,6 +179,20 @@ class Pricing:
                         time_s=est.stage_time_s[s], memory_gib=est.stage_memory_gib[s], capacity_gib=est.stage_capacity_gib[s])
             for s, k in enumerate(keys))
         return HeteroReplica(stages, spec.micro_batches, share, weight, cfg.recompute, est.step_time_s)
+
+
+def _greedy_fill(prefixes: Sequence[np.ndarray], n: int, limit: float) -> tuple[int, ...] | None:
+    """Sizes filling stages in order with layers while each stays within ``limit`` (every stage at
+    least one layer; ``prefixes[s]`` are stage s's pool's prefix sums of layer times), or None when
+    the layers do not fit in the stages."""
+    sizes, start, stages = [], 0, len(prefixes)
+    for s, prefix in enumerate(prefixes):
+        room = n - (stages - s - 1)
+        end = int(np.searchsorted(prefix, prefix[start] + limit, side="right")) - 1
+        end = min(max(end, start + 1), room)
+        sizes.append(end - start)
+        start = end
+    return tuple(sizes) if start == n else None
 
 
 def _share(base: ParallelConfig, replicas: int, m: int) -> ParallelConfig:
