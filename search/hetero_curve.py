@@ -38,6 +38,8 @@ class KindCurve:
         self._pairs = [(mode, sizes) for mode in modes
                        for sizes in pricing.splits(kind, keys, used, _share(base, replicas, self.knee).model_copy(update={"recompute": mode}))]
         self._affine = base.zero <= 1 and not base.offload_optimizer and not base.offload_activations
+        self._bounds = [pricing.pair_line(self.stage_pools, self._config(mode, sizes, self.knee)) for mode, sizes in self._pairs]
+        self.most = max(self.knee, base.global_batch // base.micro_batch - replicas + 1)
 
     def __call__(self, m: int) -> float:
         """T_k(m), ``math.inf`` when nothing fits (memoised: the allocation asks many times)."""
@@ -64,6 +66,14 @@ class KindCurve:
             return best
         return best[0], best[1].model_copy(update={"global_batch": m * self.base.micro_batch * self.replicas})
 
+    def _bound_at(self, i: int, m: int) -> float:
+        """Lower bound on pair i's price at ``m`` (``Pricing.pair_line``)."""
+        a, b = self._bounds[i]
+        return a + b * m
+
+    def _line_at(self, line: tuple[float, float, ParallelConfig], m: int) -> float:
+        return line[0] + line[1] * (m - self.knee)
+
     def _config(self, mode: str, sizes: tuple[int, ...] | None, m: int) -> ParallelConfig:
         return _share(self.base, self.replicas, m).model_copy(update={"recompute": mode, "stage_layers": sizes})
 
@@ -75,7 +85,10 @@ class KindCurve:
         """The fastest fitting pair at ``m``; a split that fits under a mode skips the slower modes
         after it (recomputing more never takes less time on the same split)."""
         best, fitted = None, set()
-        for mode, sizes in self._pairs:
+        for i in sorted(range(len(self._pairs)), key=lambda i: self._bound_at(i, m)):
+            mode, sizes = self._pairs[i]
+            if best is not None and best[0] <= self._bound_at(i, m):
+                break  # this pair and every later one cannot be faster (pair_line is a lower bound)
             if sizes in fitted:
                 continue
             cfg = self._config(mode, sizes, m)
@@ -90,9 +103,13 @@ class KindCurve:
         """Lines of the fitting pairs beyond the knee; a pair whose prices are not on a line turns
         the whole curve back to exact pricing."""
         lines, fitted = [], set()
-        for mode, sizes in self._pairs:
-            if sizes in fitted:
-                continue
+        first = self.knee if self.low else 1
+        for i in sorted(range(len(self._pairs)), key=lambda i: self._bound_at(i, self.knee)):
+            mode, sizes = self._pairs[i]
+            if sizes in fitted or any(self._line_at(line, m) <= self._bound_at(i, m) for m in (first, self.most)
+                                      for line in lines if self._line_at(line, first) <= self._bound_at(i, first)
+                                      and self._line_at(line, self.most) <= self._bound_at(i, self.most)):
+                continue  # a priced line lies below this pair's lower bound over the whole range
             prices = [self._price(self._config(mode, sizes, self.knee + i)) for i in range(2)]
             if any(p is None for p in prices):
                 continue

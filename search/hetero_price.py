@@ -63,6 +63,20 @@ class Pricing:
         self._views[pool, used] = self._tables[spec]
         return self._tables[spec]
 
+    def pair_line(self, stage_pools: Sequence[PoolKey], cfg: ParallelConfig) -> tuple[float, float]:
+        """(a, b) with a + b·m a lower bound on a replica's price at m micro-batches under ``cfg``'s
+        mode and split: the pipeline m·max + Σ − max over stage times summed from ``layer_times``
+        (a rank's time is the sum of its layers', ``costmodel.ranks``), plus the smallest fixed step
+        time of the cluster (``EfficiencySpec.step_fixed_s``) for the terms outside the pipeline."""
+        sizes = cfg.stage_layers or self.table(stage_pools[0], frozenset()).default_split(cfg.pp)
+        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
+        times = []
+        for s, pool in enumerate(stage_pools):
+            layer = self.layer_times(pool, cfg)
+            times.append(float(layer[bounds[s]:bounds[s + 1]].sum()))
+        fixed = min(g.cluster.efficiency.step_fixed_s for g in self.cluster.groups)
+        return sum(times) - max(times) + fixed, max(times)
+
     def layer_times(self, pool: PoolKey, cfg: ParallelConfig) -> np.ndarray:
         """Per micro-batch time of every model layer on ``pool``'s own hardware under ``cfg``'s local
         view and recompute mode (``search.stage_model.group_costs``; a stage's time is their sum)."""
