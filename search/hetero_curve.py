@@ -21,6 +21,10 @@ from search.hetero_price import PoolKey, Pricing, _share
 from search.hetero_units import Kind
 
 
+SCREEN_PAIRS = 3
+"""Splits per recompute mode a curve prices when the search is not proving (lowest bounds first)."""
+
+
 class KindCurve:
     """T_k(m) of one kind in one job (its pools, the replica count, the base option)."""
 
@@ -39,6 +43,8 @@ class KindCurve:
                        for sizes in pricing.splits(kind, keys, used, _share(base, replicas, self.knee).model_copy(update={"recompute": mode}))]
         self._affine = base.zero <= 1 and not base.offload_optimizer and not base.offload_activations
         self._bounds = [pricing.pair_line(self.stage_pools, self._config(mode, sizes, self.knee)) for mode, sizes in self._pairs]
+        if not exact_below_knee:
+            self._keep_promising()
         self.most = max(self.knee, base.global_batch // base.micro_batch - replicas + 1)
 
     def __call__(self, m: int) -> float:
@@ -65,6 +71,16 @@ class KindCurve:
         if best is None or not with_config:
             return best
         return best[0], best[1].model_copy(update={"global_batch": m * self.base.micro_batch * self.replicas})
+
+    def _keep_promising(self) -> None:
+        """When not proving: only the ``SCREEN_PAIRS`` splits of lowest bound per recompute mode."""
+        keep = []
+        for mode in dict.fromkeys(mode for mode, _ in self._pairs):
+            mine = [i for i, (m, _) in enumerate(self._pairs) if m == mode]
+            keep += sorted(mine, key=lambda i: self._bound_at(i, self.knee))[:SCREEN_PAIRS]
+        keep.sort()
+        self._pairs = [self._pairs[i] for i in keep]
+        self._bounds = [self._bounds[i] for i in keep]
 
     def _bound_at(self, i: int, m: int) -> float:
         """Lower bound on pair i's price at ``m`` (``Pricing.pair_line``)."""
