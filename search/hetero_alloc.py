@@ -70,11 +70,16 @@ def _most_within(t: TimeFn, limit: float, most: int) -> int:
 
 
 def _largest_finite(t: TimeFn, most: int) -> float:
-    """t at the largest m whose time is finite (memory can run out as in-flight work grows)."""
-    m = most
-    while m > 1 and math.isinf(t(m)):
-        m //= 2
-    return t(m)
+    """t at the largest m in [1, most] whose time is finite (memory can run out as in-flight work
+    grows; the finite m are a prefix since t does not decrease)."""
+    lo, hi = 1, most
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if math.isinf(t(mid)):
+            hi = mid - 1
+        else:
+            lo = mid
+    return t(lo)
 
 
 def _trim(times: Sequence[TimeFn], shares: list[list[int]], total: int) -> None:
