@@ -42,7 +42,7 @@ class KindCurve:
         self._pairs = [(mode, sizes) for mode in modes
                        for sizes in pricing.splits(kind, keys, used, _share(base, replicas, self.knee).model_copy(update={"recompute": mode}))]
         self._affine = base.zero <= 1 and not base.offload_optimizer and not base.offload_activations
-        self._bounds = [pricing.pair_line(self.stage_pools, self._config(mode, sizes, self.knee)) for mode, sizes in self._pairs]
+        self._bounds = [pricing.pair_line(self.stage_pools, base, mode, sizes) for mode, sizes in self._pairs]
         if not exact_below_knee:
             self._keep_promising()
         self.most = max(self.knee, base.global_batch // base.micro_batch - replicas + 1)

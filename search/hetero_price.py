@@ -45,6 +45,7 @@ class Pricing:
         self._splits: dict[tuple, list[tuple[int, ...] | None]] = {}
         self._views: dict[tuple[PoolKey, frozenset[PoolKey]], CostTable] = {}
         self._layer_times: dict[tuple, np.ndarray] = {}
+        self._pair_lines: dict[tuple, tuple[float, float]] = {}
 
     # ------------------------------------------------------------------ hardware views
     def view(self, pool: PoolKey, used: frozenset[PoolKey]) -> ClusterSpec:
@@ -63,19 +64,24 @@ class Pricing:
         self._views[pool, used] = self._tables[spec]
         return self._tables[spec]
 
-    def pair_line(self, stage_pools: Sequence[PoolKey], cfg: ParallelConfig) -> tuple[float, float]:
-        """(a, b) with a + b·m a lower bound on a replica's price at m micro-batches under ``cfg``'s
-        mode and split: the pipeline m·max + Σ − max over stage times summed from ``layer_times``
-        (a rank's time is the sum of its layers', ``costmodel.ranks``), plus the smallest fixed step
-        time of the cluster (``EfficiencySpec.step_fixed_s``) for the terms outside the pipeline."""
-        sizes = cfg.stage_layers or self.table(stage_pools[0], frozenset()).default_split(cfg.pp)
-        bounds = np.concatenate([[0], np.cumsum(sizes)]).astype(int)
-        times = []
-        for s, pool in enumerate(stage_pools):
-            layer = self.layer_times(pool, cfg)
-            times.append(float(layer[bounds[s]:bounds[s + 1]].sum()))
-        fixed = min(g.cluster.efficiency.step_fixed_s for g in self.cluster.groups)
-        return sum(times) - max(times) + fixed, max(times)
+    def pair_line(self, stage_pools: Sequence[PoolKey], cfg: ParallelConfig, mode: str,
+                  sizes: tuple[int, ...] | None) -> tuple[float, float]:
+        """(a, b) with a + b·m a lower bound on a replica's price at m micro-batches under recompute
+        ``mode`` and split ``sizes`` (``cfg`` gives the rest of the local view): the pipeline
+        m·max + Σ − max over stage times summed from ``layer_times`` (a rank's time is the sum of its
+        layers', ``costmodel.ranks``), plus the cluster's smallest fixed step time
+        (``EfficiencySpec.step_fixed_s``) for the terms outside the pipeline. Memoised: it does not
+        depend on the replica count, the share or the links."""
+        key = (tuple(stage_pools), mode, sizes, cfg.tp, cfg.micro_batch, cfg.seq_len, cfg.sp, cfg.zero,
+               cfg.dp if cfg.zero == 3 else 0, cfg.pp)
+        hit = self._pair_lines.get(key)
+        if hit is None:
+            view = cfg.model_copy(update={"recompute": mode})
+            bounds = self.table(stage_pools[0], frozenset()).bounds(sizes or self.table(stage_pools[0], frozenset()).default_split(cfg.pp))
+            times = [float(self.layer_times(pool, view)[bounds[s]:bounds[s + 1]].sum()) for s, pool in enumerate(stage_pools)]
+            fixed = min(g.cluster.efficiency.step_fixed_s for g in self.cluster.groups)
+            hit = self._pair_lines[key] = (sum(times) - max(times) + fixed, max(times))
+        return hit
 
     def layer_times(self, pool: PoolKey, cfg: ParallelConfig) -> np.ndarray:
         """Per micro-batch time of every model layer on ``pool``'s own hardware under ``cfg``'s local

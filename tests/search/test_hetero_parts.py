@@ -94,3 +94,21 @@ def test_plan_reprices_to_its_step_and_shares_follow_speed():
     assert fast and (not slow or min(fast) > max(slow))
     assert sum(r.share for r in best.replicas) == pytest.approx(1.0)
     assert sum(r.grad_weight for r in best.replicas) == pytest.approx(len(best.replicas))  # w_r = D m_r / M
+
+
+def test_bounds_stay_below_prices():
+    model, cluster = tiny_model(), mixed(4, 4)
+    pricing = Pricing(model, cluster)
+    keys = [(0, 1.0), (1, 1.0)]
+    used = frozenset(keys)
+    rng = random.Random(1)
+    for tp, pp, mode in itertools.product((1, 2), (1, 2, 3), ("none", "selective", "full")):
+        for _ in range(3):
+            stage_pools = [rng.choice(keys) for _ in range(pp)]
+            cuts = sorted(rng.sample(range(1, len(model.layers)), pp - 1))
+            sizes = tuple(b - a for a, b in zip([0] + cuts, cuts + [len(model.layers)])) if pp > 1 else None
+            base = ParallelConfig(tp=tp, pp=pp, dp=3, global_batch=3, seq_len=1024, sp=tp > 1, zero=1)
+            a, b = pricing.pair_line(stage_pools, base, mode, sizes)
+            for m in (1, 4, 9):
+                cfg = _share(base, 3, m).model_copy(update={"recompute": mode, "stage_layers": sizes})
+                assert pricing.replica(stage_pools, used, cfg).step_time_s >= a + b * m
