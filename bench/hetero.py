@@ -30,14 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from costmodel.hetero import HeteroCluster  # noqa: E402
-from planner.models.presets import build_preset  # noqa: E402
-from profiles import degrade, load_cluster, load_hetero_cluster  # noqa: E402
-from search.core import search_plan  # noqa: E402
-from search.hetero import search_hetero  # noqa: E402
-from search.hetero_price import Pricing  # noqa: E402
-from search.hetero_types import HeteroRequest, ReplicaSpec  # noqa: E402
-from search.types import SearchRequest  # noqa: E402
+from costmodel.hetero import HeteroCluster
+from planner.models.presets import build_preset
+from profiles import degrade, load_cluster, load_hetero_cluster
+from search.core import search_plan
+from search.hetero import search_hetero
+from search.hetero_price import Pricing
+from search.hetero_types import HeteroRequest, ReplicaSpec
+from search.types import SearchRequest
 
 HEADLINE_TARGET = 0.85
 CASES = [
@@ -131,8 +131,9 @@ def _shares(best) -> str:
 def exhaustive_check() -> None:
     """The small cases of the test: search vs brute force."""
     sys.path.insert(0, str(REPO / "tests" / "search"))
-    from hetero_cases import mixed, tiny_model  # noqa: E402
-    from test_hetero_exhaustive import CASES as SMALL  # noqa: E402
+    from hetero_cases import mixed, tiny_model
+    from test_hetero_exhaustive import CASES as SMALL
+
     from search.hetero_exhaustive import exhaustive_hetero
     equal = 0
     print("\nexhaustive check (tiny 4-block model, two GPU types, at most 16 GPUs)")

@@ -53,7 +53,7 @@ class ClusterGroup(BaseModel):
     """Nodes of this group that are gone, numbered from 0 inside the group."""
 
     @model_validator(mode="after")
-    def _shape(self) -> "ClusterGroup":
+    def _shape(self) -> ClusterGroup:
         """Whole nodes, one speed per GPU, speeds in (0, 1], down nodes inside the group."""
         gpn = self.cluster.gpus_per_node
         if self.gpus % gpn:

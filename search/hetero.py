@@ -30,10 +30,15 @@ from search.hetero_alloc import allocate
 from search.hetero_bound import kind_line, mix_bound
 from search.hetero_curve import KindCurve
 from search.hetero_price import PoolKey, Pricing, pool_keys
-from search.hetero_types import HeteroCandidate, HeteroRequest, HeteroResult, HeteroStats, ReplicaSpec
+from search.hetero_types import (
+    HeteroCandidate,
+    HeteroRequest,
+    HeteroResult,
+    HeteroStats,
+    ReplicaSpec,
+)
 from search.hetero_units import Mix, Pool, every_mix, kinds, mix_count, packings, pools
 from search.stages import SMALL_SPLITS
-
 
 SMALL_UNITS = 64
 """Most TP units whose mixes are all enumerated; larger clusters are packed by rule."""

@@ -20,7 +20,6 @@ from costmodel.specs import ParallelConfig
 from search.hetero_price import PoolKey, Pricing, _share
 from search.hetero_units import Kind
 
-
 SCREEN_PAIRS = 3
 """Splits per recompute mode a curve prices when the search is not proving (lowest bounds first)."""
 

@@ -16,11 +16,17 @@ from __future__ import annotations
 
 import itertools
 import math
-
-import numpy as np
 from collections.abc import Iterable, Sequence
 
-from costmodel.hetero import GroupLink, HeteroCluster, across_links, gradient_weights, scale_cluster
+import numpy as np
+
+from costmodel.hetero import (
+    GroupLink,
+    HeteroCluster,
+    across_links,
+    gradient_weights,
+    scale_cluster,
+)
 from costmodel.hetero_step import ReplicaEstimate, estimate_replica
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable, build_cost_table

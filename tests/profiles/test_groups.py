@@ -6,7 +6,15 @@ import json
 
 import pytest
 
-from profiles import ProfileError, degrade, is_group_spec, load_cluster, load_hetero_cluster, parse_down, parse_slow
+from profiles import (
+    ProfileError,
+    degrade,
+    is_group_spec,
+    load_cluster,
+    load_hetero_cluster,
+    parse_down,
+    parse_slow,
+)
 
 
 def test_groups_in_order_with_default_link():

@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from costmodel.hetero import ClusterGroup, HeteroCluster
-from costmodel.specs import ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, TransformerLayer
+from costmodel.specs import (
+    ClusterSpec,
+    EfficiencySpec,
+    EmbeddingLayer,
+    GPUSpec,
+    HeadLayer,
+    ModelSpec,
+    NormLayer,
+    TransformerLayer,
+)
 
 
 def tiny_model(blocks: int = 4, hidden: int = 1024, heads: int = 8, vocab: int = 8000) -> ModelSpec:

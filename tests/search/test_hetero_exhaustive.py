@@ -15,11 +15,11 @@ from tests.search.hetero_cases import mixed, tiny_model
 REL = 1e-9
 CASES = [
     # (fast GPUs, slow GPUs, slow group's memory, --slow, --down, request)
-    (4, 4, 2.0, None, None, dict(global_batch=8, seq_len=1024, max_pp=2, micro_batches=(1, 2))),
-    (4, 4, 0.6, None, None, dict(global_batch=8, seq_len=1024, max_pp=3, micro_batches=(1,), tps=(1, 2))),
-    (4, 8, 2.0, "1=0.5", None, dict(global_batch=8, seq_len=1024, max_pp=2, micro_batches=(1,), tps=(2,))),
-    (8, 8, 2.0, None, "node:3", dict(global_batch=8, seq_len=2048, max_pp=2, micro_batches=(1, 2), tps=(2, 4))),
-    (8, 8, 1.0, "node:0=0.7", None, dict(global_batch=6, seq_len=2048, max_pp=2, micro_batches=(1,), tps=(4,))),
+    (4, 4, 2.0, None, None, {"global_batch": 8, "seq_len": 1024, "max_pp": 2, "micro_batches": (1, 2)}),
+    (4, 4, 0.6, None, None, {"global_batch": 8, "seq_len": 1024, "max_pp": 3, "micro_batches": (1,), "tps": (1, 2)}),
+    (4, 8, 2.0, "1=0.5", None, {"global_batch": 8, "seq_len": 1024, "max_pp": 2, "micro_batches": (1,), "tps": (2,)}),
+    (8, 8, 2.0, None, "node:3", {"global_batch": 8, "seq_len": 2048, "max_pp": 2, "micro_batches": (1, 2), "tps": (2, 4)}),
+    (8, 8, 1.0, "node:0=0.7", None, {"global_batch": 6, "seq_len": 2048, "max_pp": 2, "micro_batches": (1,), "tps": (4,)}),
 ]
 
 

@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from costmodel.specs import ParallelConfig
 from profiles.degrade import degrade
 from search.hetero import search_hetero
 from search.hetero_alloc import allocate
@@ -17,7 +18,6 @@ from search.hetero_curve import KindCurve
 from search.hetero_price import Pricing, _share
 from search.hetero_types import HeteroRequest
 from search.hetero_units import kinds, pools
-from costmodel.specs import ParallelConfig
 from tests.search.hetero_cases import mixed, tiny_model
 
 
