@@ -113,7 +113,7 @@ def bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Itera
     gpn = max(g.cluster.gpus_per_node for g in cluster.groups)
     tps = req.tps or tuple(t for t in (1, 2, 4, 8, 16) if t <= gpn)
     pps = req.pps or tuple(range(1, req.max_pp + 1))
-    mbs = req.micro_batches or tuple(b for b in (1, 2, 4, 8) if req.global_batch % b == 0)
+    mbs = tuple(b for b in req.micro_batches or (1, 2, 4, 8) if req.global_batch % b == 0)  # shares are whole micro-batches
     for tp in tps:
         pool_list = pools(cluster, tp)
         avail = [len(p.units) for p in pool_list]
@@ -125,7 +125,7 @@ def bases(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> Itera
             mixes = list(every_mix(avail, kind_list)) if complete else packings(avail, pp)
             for mb in mbs:
                 for zero in req.zeros:
-                    base = ParallelConfig(tp=tp, pp=pp, dp=1, micro_batch=mb, global_batch=req.global_batch // mb * mb,
+                    base = ParallelConfig(tp=tp, pp=pp, dp=1, micro_batch=mb, global_batch=req.global_batch,
                                           seq_len=req.seq_len, zero=zero, sp=tp > 1)
                     yield base, pool_list, mixes, complete
 

@@ -24,7 +24,8 @@ class HeteroRequest:
     """Pipeline depths to try (default: 1 to ``max_pp``, at most the transformer blocks)."""
     max_pp: int = 8
     micro_batches: tuple[int, ...] | None = None
-    """Micro-batch sizes to try (default: powers of two up to 8 that divide the global batch)."""
+    """Micro-batch sizes to try (default: powers of two up to 8); only those that divide the global
+    batch are used (the data-parallel shares are whole micro-batches)."""
     zeros: tuple[int, ...] = (1,)
     """ZeRO stages to try (job-wide: the data-parallel group spans every replica)."""
     recomputes: tuple[str, ...] = ("none", "selective", "full")
