@@ -112,3 +112,19 @@ def test_bounds_stay_below_prices():
             for m in (1, 4, 9):
                 cfg = _share(base, 3, m).model_copy(update={"recompute": mode, "stage_layers": sizes})
                 assert pricing.replica(stage_pools, used, cfg).step_time_s >= a + b * m
+
+
+def test_homogeneous_plan_prices_as_estimate_step():
+    from costmodel.hetero import ClusterGroup, HeteroCluster
+    from costmodel.step import estimate_step
+    from costmodel.table import build_cost_table
+    from search.hetero_types import ReplicaSpec
+    from tests.search.hetero_cases import node
+
+    model, spec = tiny_model(), node("fast", 300, 4.0, 25)
+    cluster = HeteroCluster(name="one", groups=(ClusterGroup(cluster=spec, gpus=8),))
+    cfg = ParallelConfig(tp=2, pp=2, dp=2, micro_batch=1, global_batch=8, seq_len=1024, sp=True, zero=1, stage_layers=(4, 3))
+    specs = [ReplicaSpec(((4 * r, 4 * r + 1), (4 * r + 2, 4 * r + 3)), (4, 3), 4) for r in range(2)]
+    got = Pricing(model, cluster).estimate(cfg, specs)
+    assert got.step_time_s == estimate_step(build_cost_table(model, spec), cfg).step_time_s
+    assert [r.grad_weight for r in got.replicas] == [1.0, 1.0]
