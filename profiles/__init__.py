@@ -8,7 +8,9 @@ never imports ``planner`` and imports nothing heavy (no torch, no pulp).
 
 from __future__ import annotations
 
+from profiles.degrade import Slowdown, apply, degrade, parse_down, parse_slow
 from profiles.errors import ProfileError
+from profiles.groups import is_group_spec, load_hetero_cluster
 from profiles.loader import (
     cluster_for_gpu,
     cluster_sources,
@@ -20,6 +22,13 @@ from profiles.loader import (
 )
 
 __all__ = [
+    "Slowdown",
+    "apply",
+    "degrade",
+    "is_group_spec",
+    "load_hetero_cluster",
+    "parse_down",
+    "parse_slow",
     "ProfileError",
     "cluster_for_gpu",
     "cluster_sources",

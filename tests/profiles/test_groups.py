@@ -1,0 +1,79 @@
+"""Mixed clusters (``C:N,C:N`` and groups JSON files) and the ``--slow`` / ``--down`` parsers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from profiles import (
+    ProfileError,
+    degrade,
+    is_group_spec,
+    load_cluster,
+    load_hetero_cluster,
+    parse_down,
+    parse_slow,
+)
+
+
+def test_groups_in_order_with_default_link():
+    cluster = load_hetero_cluster("dgx-h100:16,dgx-a100:32", 48)
+    assert [(g.cluster.name, g.gpus) for g in cluster.groups] == [("dgx-h100", 16), ("dgx-a100", 32)]
+    link = cluster.link(0, 1)
+    assert link.bandwidth_gbps == min(g.cluster.network_bandwidth_gbps for g in cluster.groups)
+    assert cluster.first_gpu(1) == 16 and cluster.first_node(1) == 2 and not cluster.is_homogeneous
+
+
+def test_single_preset_is_one_group_unchanged():
+    cluster = load_hetero_cluster("dgx-a100", 64)
+    assert cluster.is_homogeneous and cluster.groups[0].cluster == load_cluster("dgx-a100")
+    assert not is_group_spec("dgx-a100") and is_group_spec("dgx-a100:8")
+
+
+def test_groups_file_with_links(tmp_path):
+    path = tmp_path / "mixed.json"
+    path.write_text(json.dumps({"groups": [{"cluster": "dgx-h100", "gpus": 8}, {"cluster": "dgx-a100", "gpus": 16}],
+                                "links": {"bandwidth_gbps": 5, "latency_us": 20}}))
+    cluster = load_hetero_cluster(path)
+    assert cluster.name == "mixed" and cluster.gpus == 24
+    assert cluster.link(1, 0).bandwidth_gbps == 5 and cluster.link(0, 1).latency_us == 20
+
+
+@pytest.mark.parametrize("arg, gpus, words", [
+    ("dgx-h999:16", None, "unknown cluster preset"),
+    ("dgx-h100:12", None, "whole number"),
+    ("dgx-h100:x", None, "whole number"),
+    ("dgx-h100:16,dgx-a100:32", 40, r"16 \+ 32 = 48 GPUs, not 40"),
+    ("dgx-h100", None, "give its GPU count"),
+])
+def test_bad_groups_one_line(arg, gpus, words):
+    with pytest.raises(ProfileError, match=words) as err:
+        load_hetero_cluster(arg, gpus)
+    assert "\n" not in str(err.value)
+
+
+def test_slow_and_down_apply_cluster_wide_indices():
+    cluster = degrade(load_hetero_cluster("dgx-h100:16,dgx-a100:32"), "5=0.5,node:2=0.7", "node:3")
+    h100, a100 = cluster.groups
+    assert h100.speed(5) == 0.5 and h100.speed(4) == 1.0
+    assert all(a100.speed(i) == 0.7 for i in range(8)) and a100.speed(8) == 1.0
+    assert a100.down_nodes == (1,) and a100.alive_nodes() == [0, 2, 3]
+    assert parse_slow(["5=0.5", "node:1=0.9"])[1].node and parse_down("node:3,node:3") == (3,)
+
+
+@pytest.mark.parametrize("slow, down, words", [
+    ("48=0.5", None, "past the cluster's 48 GPUs"),
+    ("5=0", None, r"\(0, 1\]"),
+    ("5=1.5", None, r"\(0, 1\]"),
+    ("5=fast", None, "must be a number"),
+    ("node:6=0.5", None, "nodes 0..5"),
+    (None, "node:0,node:1,node:2,node:3,node:4,node:5", "every one"),
+    (None, "3", "node:N"),
+    ("5", None, "GPU=SPEED"),
+])
+def test_bad_degradation_one_line(slow, down, words):
+    cluster = load_hetero_cluster("dgx-h100:16,dgx-a100:32")
+    with pytest.raises(ValueError, match=words) as err:
+        degrade(cluster, slow, down)
+    assert isinstance(err.value, ProfileError) and "\n" not in str(err.value)
