@@ -7,7 +7,8 @@ generic layer holding the surplus. Per-token figures divide the traced totals by
 tokens: ``micro_batch x seq_len`` for sequence inputs, ``micro_batch x tokens_per_sample`` otherwise
 (``tokens_per_sample`` is the attention length of a ViT-like model, else 1: one image or one sample).
 Attention-like FLOPs are further divided by that context length (``GenericLayer`` convention).
-The FLOPs of a mixture-of-experts block, whose routing depends on values meta tensors do not have,
+The FLOPs of a mixture-of-experts block, whose routing depends on values meta tensors do not have
+(its attention FLOPs, which no routing changes, stay the traced ones where attention ran),
 and of an opaque block (nothing ran, :mod:`planner.intake.trace.stubs`) are ``costmodel.flops``' formulas
 for the recognised layer; an opaque block's saved bytes are unknown (0 in its :class:`LayerTrace`).
 
@@ -18,7 +19,9 @@ unless one table holds over half the rows (then ``vocab``); convolutions, norms 
 ``none`` (replicated, data parallel).
 
 A layer's output bytes are the input-dependent tensors it hands to later layers (or returns), each
-counted once however many layers read it. Every edge is measured; the spec's ``extra_edges`` are
+counted once however many layers read it; in the spec, a layer no later layer reads (the vocabulary
+projection of a model whose head is generic, as Mamba's) sends nothing across a pipeline cut, as a
+``HeadLayer`` sends nothing: its logits stay on the last stage. Every edge is measured; the spec's ``extra_edges`` are
 those between layers that are not neighbours. Parameters no op used (modules never called) are kept
 in a last generic layer, ``unused_parameters``, so the spec holds every parameter of the module.
 """
@@ -309,11 +312,13 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         first = b.insts[slot.insts[0]] if slot.insts else None
         if _needs_formulas(slot, first):
             lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # type: ignore[arg-type]
-            attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
+            if not attn:  # routing does not touch attention: what ran is kept where it ran
+                attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
         elif slot.layer is None and first is not None and first.stub_of == OPAQUE:
             lin = OPAQUE_FLOPS_PER_PARAM * slot.params * shape.tokens
         out = outputs.get(n, 0.0)
-        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, out, shape)
+        sent = out if any(e.src == n and e.dst > n for e in edges) else 0.0
+        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, shape)
         layers.append(seen.setdefault(layer, layer))
         traces.append(LayerTrace(
             name=layer.name, kind=layer.kind, modules=tuple(b.insts[k].name for k in slot.insts),

@@ -152,6 +152,8 @@ def hf_model(path: str) -> tuple[nn.Module, MakeInputs | None, str]:
     except Exception as exc:  # ImportError of an optional dependency included: bad input, not a crash
         raise InputError(f"transformers cannot build {file}: {type(exc).__name__}: {_first_line(exc)}") from exc
     make_inputs = _seq2seq_inputs if getattr(config, "is_encoder_decoder", False) else None
+    if getattr(module, "main_input_name", None) == "input_features" and getattr(config, "num_mel_bins", None):
+        make_inputs = _speech_inputs(config)
     if isinstance(getattr(config, "image_size", None), int) and getattr(config, "vocab_size", None) is None:
         make_inputs = _image_inputs(config.image_size, getattr(config, "num_channels", 3))
     return module, make_inputs, raw.get("_name_or_path") or file.parent.name or file.stem
@@ -163,14 +165,20 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _build_hf(model_cls: Any, config: Any) -> nn.Module:
-    """The model on the current device, SDPA attention, experts looped in eager code (transformers 5
+    """The model on the current device, experts looped in eager code (transformers 5
     ``experts_implementation``): each expert is a plain matmul the trace measures under representative
-    routing (:mod:`planner.intake.trace.routing`), not an opaque grouped kernel or a per-token weight gather."""
+    routing (:mod:`planner.intake.trace.routing`), not an opaque grouped kernel or a per-token weight gather.
+
+    Attention is SDPA, whose call the trace takes whole, where the class supports it; a class with
+    ``_supports_sdpa = False`` (gpt-oss, whose attention sinks SDPA lacks; Mamba, which has no
+    attention and which transformers refuses to build with an attention setting) is built with its
+    own default attention (eager: matmuls and a softmax, counted in full)."""
     build = model_cls.from_config if hasattr(model_cls, "from_config") else model_cls._from_config
+    attention = {} if getattr(model_cls, "_supports_sdpa", True) is False else {"attn_implementation": "sdpa"}
     try:
-        return build(config, attn_implementation="sdpa", experts_implementation="eager")
+        return build(config, **attention, experts_implementation="eager")
     except TypeError:  # transformers 4: no experts_implementation
-        return build(config, attn_implementation="sdpa")
+        return build(config, **attention)
 
 
 def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:
@@ -189,6 +197,17 @@ def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:
 def _seq2seq_inputs(micro_batch: int, seq_len: int) -> dict[str, torch.Tensor]:
     """Encoder and decoder token ids of the same length (an encoder-decoder's example input)."""
     return {"input_ids": token_ids(micro_batch, seq_len), "decoder_input_ids": token_ids(micro_batch, seq_len)}
+
+
+def _speech_inputs(config: Any) -> MakeInputs:
+    """A speech encoder-decoder's example input (Whisper, ``WhisperEncoder.forward``): log-mel
+    features of the fixed length the encoder expects (``max_source_positions`` frames after its
+    stride-2 convolution: 3,000 mel frames, 30 s, for 1,500 encoder positions) and ``seq_len``
+    decoder tokens; ``--seq-len`` counts decoder tokens."""
+    frames = 2 * int(config.max_source_positions)
+    mels = int(config.num_mel_bins)
+    return lambda micro_batch, seq_len: {"input_features": torch.zeros((micro_batch, mels, frames), device="meta"),
+                                         "decoder_input_ids": token_ids(micro_batch, seq_len)}
 
 
 def _image_inputs(size: int, channels: int) -> MakeInputs:
