@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "planner" / "trace" / "corpus"))
+sys.path.insert(0, str(ROOT / "tests" / "planner" / "intake" / "trace" / "corpus"))
 
 import catalog  # noqa: E402
 
@@ -43,7 +43,7 @@ def _small(entry: catalog.Entry, folder: Path) -> tuple[str, float, float, str]:
     seconds = time.perf_counter() - start
     real, real_inputs = catalog.small_real(entry, folder)
     params = trace.params / sum(p.numel() for p in real.parameters()) - 1
-    flops = trace.fwd_flops / catalog.reference_flops(real, real_inputs, MICRO_BATCH, SEQ) - 1
+    flops = trace.fwd_flops / catalog.reference_for(entry, real, real_inputs, MICRO_BATCH, SEQ) - 1
     kinds = Counter(layer.kind for layer in trace.spec.layers)
     return f"{seconds:6.2f}", params, flops, " ".join(f"{k}:{n}" for k, n in sorted(kinds.items()))
 

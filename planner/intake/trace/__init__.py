@@ -27,8 +27,10 @@ from costmodel.specs import ModelSpec
 from planner.errors import InputError
 from planner.intake.trace.build import Shape, build_layers
 from planner.intake.trace.graph import layer_graph
-from planner.intake.trace.load import MakeInputs, example_inputs, hf_model, load_factory, unpack_factory_result
+from planner.intake.trace.load import (MakeInputs, example_inputs, hf_model, index_values, load_factory,
+                                      unpack_factory_result)
 from planner.intake.trace.run import run_trace
+from planner.intake.trace.shadow import MAX_ELEMENTS
 from planner.intake.trace.types import LayerTrace, ModelTrace
 from planner.intake.trace.units import find_units
 
@@ -61,7 +63,8 @@ def trace_module(module: nn.Module, make_inputs: MakeInputs | None = None, *, na
     module.train()
     try:
         units = find_units(module)
-        raw = run_trace(module, units, args, kwargs, label=name, method=method)
+        values = index_values(make_inputs, micro_batch, seq_len, args, kwargs, MAX_ELEMENTS)
+        raw = run_trace(module, units, args, kwargs, label=name, method=method, values=values)
     finally:
         module.train(was_training)
     shape = _shape(raw, micro_batch, seq_len, sequence)

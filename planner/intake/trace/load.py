@@ -59,6 +59,26 @@ def example_inputs(make_inputs: MakeInputs | None, micro_batch: int, seq_len: in
     return args, kwargs, shapes != shapes2
 
 
+def index_values(make_inputs: MakeInputs | None, micro_batch: int, seq_len: int, args: tuple,
+                 kwargs: dict, max_elements: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(traced input, real value) of each integer or boolean input ``make_inputs`` builds on CPU (a
+    graph's ``edge_index``): the values data-dependent ops on indices read
+    (:func:`planner.intake.trace.routing.resolve`). ``make_inputs`` runs once more, off meta; inputs it
+    builds on meta (token ids), floating-point inputs and those over ``max_elements`` get none."""
+    if make_inputs is None:
+        return []
+    try:
+        real = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, seq_len)))
+    except Exception:  # it ran on meta already; a CPU build is only a help
+        return []
+    traced = pytree.tree_leaves((args, kwargs))
+    if len(real) != len(traced):
+        return []
+    return [(t, r) for t, r in zip(traced, real) if isinstance(r, torch.Tensor) and isinstance(t, torch.Tensor)
+            and r.device.type == "cpu" and not r.is_floating_point() and not r.is_complex()
+            and r.shape == t.shape and r.numel() <= max_elements]
+
+
 def _to_meta(t: torch.Tensor) -> torch.Tensor:
     return t if t.device.type == "meta" else torch.empty_like(t, device="meta")
 

@@ -46,7 +46,7 @@ def test_corpus_model_traces_exactly(name: str, tmp_path: Path) -> None:
     trace = small_trace(entry, tmp_path)
     module, make_inputs = catalog.small_real(entry, tmp_path)
     assert trace.params == sum(p.numel() for p in module.parameters()), "tied weights counted once"
-    reference = catalog.reference_flops(module, make_inputs, MICRO_BATCH, SEQ)
+    reference = catalog.reference_for(entry, module, make_inputs, MICRO_BATCH, SEQ)
     assert trace.fwd_flops == pytest.approx(reference, rel=0.02)
     kinds = [layer.kind for layer in trace.spec.layers]
     for kind, count in entry.kinds.items():

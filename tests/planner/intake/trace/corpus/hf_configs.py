@@ -61,10 +61,11 @@ FULL: dict[str, Config] = {
     "hf_vit": dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=768,
                    intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12, image_size=224,
                    patch_size=16, num_labels=1000),
-    # google/gemma-3-1b-pt/config.json (five sliding-window layers of 512 to one global, head_dim 256, MQA)
-    "hf_gemma3": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=1152,
-                      intermediate_size=6912, num_hidden_layers=26, num_attention_heads=4, num_key_value_heads=1,
-                      head_dim=256, vocab_size=262144, max_position_embeddings=32768, sliding_window=512,
+    # google/gemma-3-4b-pt/config.json "text_config" as a top-level gemma3_text file (five sliding-window
+    # layers of 1,024 to one global, head_dim 256, GQA 8/4)
+    "hf_gemma3": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=2560,
+                      intermediate_size=10240, num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4,
+                      head_dim=256, vocab_size=262208, max_position_embeddings=131072, sliding_window=1024,
                       sliding_window_pattern=6, query_pre_attn_scalar=256, hidden_activation="gelu_pytorch_tanh",
                       tie_word_embeddings=True),
     # meta-llama/Llama-4-Scout-17B-16E/config.json "text_config" (chunked attention of 8,192 tokens on three
@@ -120,7 +121,7 @@ SMALL: dict[str, Config] = {
     "hf_vit": FULL["hf_vit"] | dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2,
                                     num_attention_heads=4, image_size=32, patch_size=8, num_labels=10),
     "hf_gemma3": FULL["hf_gemma3"] | _SMALL_COMMON | dict(hidden_size=64, intermediate_size=176, num_hidden_layers=6,
-                                                          num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
                                                           sliding_window=8, sliding_window_pattern=3,
                                                           query_pre_attn_scalar=16),
     "hf_llama4": FULL["hf_llama4"] | _SMALL_COMMON | dict(
