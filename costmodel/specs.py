@@ -82,6 +82,13 @@ class TransformerLayer(BaseModel):
     attention_chunk: int | None = Field(default=None, gt=0)
     """Chunked (local) attention: a query attends only to keys of its own chunk of this many tokens
     (Llama 4's rotary layers, ``attention_chunk_size`` 8192); None for attention over the sequence."""
+    fixed_seq_len: int = Field(default=0, ge=0)
+    """Positions per sample this block runs over whatever the request's sequence length: the encoder
+    of a speech model (Whisper: 1,500 audio frames) while ``--seq-len`` counts decoder tokens; its
+    cost, activations and KV cache are those of this length. 0: the request's sequence."""
+    cross_seq_len: int = Field(default=0, ge=0)
+    """Encoder positions a cross-attention block reads per sample (Whisper's decoder: 1,500); 0: as
+    many as the request's sequence (T5, whose encoder and decoder share ``--seq-len``)."""
     qk_norm: bool = False
     """Per-head RMSNorms on queries and keys, one ``head_dim`` weight each (Qwen3 ``q_norm`` /
     ``k_norm``; Megatron ``--qk-layernorm``)."""
@@ -115,7 +122,7 @@ class TransformerLayer(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave out the chunk, q/k-norm and MLA fields where they hold their defaults, so a block without
+        """Leave out the chunk, fixed-length, q/k-norm and MLA fields where they hold their defaults, so a block without
         them dumps (and hashes: ``planner.plans.named_model.spec_digest``) as it did before they existed."""
         data = handler(self)
         for key in _OPTIONAL_BLOCK_FIELDS:
@@ -153,7 +160,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 class NormLayer(BaseModel):
@@ -207,6 +214,18 @@ class GenericLayer(BaseModel):
     """How tensor parallelism may split the layer; ``none`` means replicated / data parallel only."""
     sparse_lookup: bool = False
     """An embedding table read by index: its FLOPs are zero, its gradient is sparse."""
+    fixed_seq_len: int = Field(default=0, ge=0)
+    """Positions per sample the layer runs over whatever the request's sequence length (a speech
+    encoder's convolutions over Whisper's 1,500 frames); its per-token figures are per one of these
+    positions. 0: the request's sequence (left out of dumps then)."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Leave out ``fixed_seq_len`` at its default, so a layer without it dumps (and hashes) as before."""
+        data = handler(self)
+        if data.get("fixed_seq_len") == 0:
+            del data["fixed_seq_len"]
+        return data
 
 
 Layer = Annotated[

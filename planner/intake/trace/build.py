@@ -64,6 +64,15 @@ class Shape:
     tokens: int
     context: int
     tokens_per_sample: int
+    fixed: int = 0
+    """Positions per sample of the layers that read no input following ``seq_len`` (Whisper's
+    encoder: the key count of their attention, 1,500); 0 when every layer follows the sequence."""
+
+    def own(self, fixed: int) -> "Shape":
+        """The shape a layer of ``fixed`` positions per sample ran at (itself when ``fixed`` is 0)."""
+        if not fixed:
+            return self
+        return Shape(tokens=self.tokens // self.context * fixed, context=fixed, tokens_per_sample=0)
 
 
 @dataclass
@@ -220,8 +229,10 @@ class _Builder:
         key = rep.unit
         if key not in self._recognised:
             ops = [op for op in rep.ops if not op.glue and op.kind != "stub"]
-            self._recognised[key] = recognize_block(self.module(rep), rep.unit, ops,
-                                                    name=_pattern(rep.unit), lm=lm, context=self.shape.context)
+            fixed = self.fixed(inst)
+            found = recognize_block(self.module(rep), rep.unit, ops, name=_pattern(rep.unit), lm=lm,
+                                    context=self.shape.own(fixed).context)
+            self._recognised[key] = found if isinstance(found, str) else (self._lengths(found[0], fixed), found[1])
         found = self._recognised[key]
         params = self.params[inst.index]
         if isinstance(found, str):
@@ -237,6 +248,18 @@ class _Builder:
             extra = Slot([], None, surplus, passthrough=True)
             slots.append(extra)
         return slots
+
+    def fixed(self, inst: Instance) -> int:
+        """``shape.fixed`` for an instance none of whose own ops read the sequence, else 0."""
+        return self.shape.fixed if self.shape.fixed and not inst.reads_sequence else 0
+
+    def _lengths(self, layer: TransformerLayer, fixed: int) -> TransformerLayer:
+        """A block of a fixed-length stack keeps its length; a cross-attention block of a model with
+        one reads that many encoder positions."""
+        update = {"fixed_seq_len": fixed} if fixed else {}
+        if layer.cross_attention and self.shape.fixed and not fixed:
+            update["cross_seq_len"] = self.shape.fixed
+        return layer.model_copy(update=update) if update else layer
 
     def _plain_slot(self, inst: Instance) -> Slot:
         module = self.module(inst)
@@ -308,17 +331,22 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
     layers, traces = [], []
     seen: dict[Layer, Layer] = {}
     for n, slot in enumerate(slots):
-        lin, attn, mem, saved, count = _measure(b, slot, shape)
         first = b.insts[slot.insts[0]] if slot.insts else None
+        anchor = first or b.insts[slots[n - 1].insts[0]]  # a surplus layer runs with its block
+        fixed = b.fixed(anchor)
+        own = shape.own(fixed)
+        lin, attn, mem, saved, count = _measure(b, slot, own)
         if _needs_formulas(slot, first):
-            lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # type: ignore[arg-type]
+            lin = layer_fwd_flops(slot.layer, own.tokens, 0)  # type: ignore[arg-type]
             if not attn:  # routing does not touch attention: what ran is kept where it ran
-                attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
+                attn = layer_fwd_flops(slot.layer, own.tokens, own.context) - lin  # type: ignore[arg-type]
         elif slot.layer is None and first is not None and first.stub_of == OPAQUE:
-            lin = OPAQUE_FLOPS_PER_PARAM * slot.params * shape.tokens
+            lin = OPAQUE_FLOPS_PER_PARAM * slot.params * own.tokens
         out = outputs.get(n, 0.0)
         sent = out if any(e.src == n and e.dst > n for e in edges) else 0.0
-        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, shape)
+        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, own)
+        if fixed and isinstance(layer, GenericLayer):
+            layer = layer.model_copy(update={"fixed_seq_len": fixed})
         layers.append(seen.setdefault(layer, layer))
         traces.append(LayerTrace(
             name=layer.name, kind=layer.kind, modules=tuple(b.insts[k].name for k in slot.insts),

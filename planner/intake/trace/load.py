@@ -59,6 +59,23 @@ def example_inputs(make_inputs: MakeInputs | None, micro_batch: int, seq_len: in
     return args, kwargs, shapes != shapes2
 
 
+def sequence_flags(make_inputs: MakeInputs | None, micro_batch: int, seq_len: int) -> list[bool] | None:
+    """Per tensor input of ``make_inputs``, whether its shape follows ``seq_len`` (built on meta at
+    that length and twice it); None when every input does or there is no ``make_inputs``. A speech
+    encoder-decoder's features keep their length while its decoder ids follow ``seq_len``."""
+    if make_inputs is None:
+        return None
+    try:
+        with torch.device("meta"):
+            one = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, seq_len)))
+            two = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, 2 * seq_len)))
+    except Exception:  # example_inputs ran it already and reports its failures
+        return None
+    pairs = [(a, b) for a, b in zip(one, two) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
+    flags = [a.shape != b.shape for a, b in pairs]
+    return flags if any(flags) and not all(flags) else None
+
+
 def index_values(make_inputs: MakeInputs | None, micro_batch: int, seq_len: int, args: tuple,
                  kwargs: dict, max_elements: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """(traced input, real value) of each integer or boolean input ``make_inputs`` builds on CPU (a

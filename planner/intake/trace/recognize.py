@@ -365,6 +365,9 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
     surplus = count_params(module) - layer_params(layer)
     if surplus and surplus == 2 * norm_params(layer.norm, layer.head_dim) and _head_norms(module, layer.head_dim) == 2:
         layer, surplus = layer.model_copy(update={"qk_norm": True}), 0  # per-head q/k norms (Qwen3)
+    if surplus < 0 and layer.qkv_bias:  # some input projections lack a bias (Whisper's k_proj): the
+        layer = layer.model_copy(update={"qkv_bias": False})  # others' biases become surplus parameters
+        surplus = count_params(module) - layer_params(layer)
     if surplus < 0:
         return f"holds {-surplus:,} fewer parameters than the transformer layout read from it"
     return layer, surplus

@@ -130,6 +130,8 @@ class _Run:
     def __init__(self, module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, opaque: set[str],
                  values: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> None:  # type: ignore[assignment]
         self.values = values
+        self.sequence: list[bool] | None = None
+        """Per tensor input, whether its length follows ``seq_len`` (None: all do)."""
         self.module = module
         self.units = units
         self.args = args
@@ -148,7 +150,8 @@ class _Run:
 
     def _recorder(self, inputs: list[torch.Tensor]) -> Recorder:
         tensors = list(self.module.parameters()) + list(self.module.buffers())
-        recorder = Recorder(self.units, tensors, self._loose_params(), inputs)
+        sequence = None if self.sequence is None else [t for t, s in zip(inputs, self.sequence) if s]
+        recorder = Recorder(self.units, tensors, self._loose_params(), inputs, sequence)
         for traced, real in self.values:
             recorder.shadows.set(traced, real)
         return recorder
@@ -305,18 +308,20 @@ def _attempts(method: str, module: nn.Module | None = None) -> Iterator[str]:
 
 
 def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, label: str,
-              method: str = "auto", values: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> RawTrace:  # type: ignore[assignment]
+              method: str = "auto", values: list[tuple[torch.Tensor, torch.Tensor]] = (),  # type: ignore[assignment]
+              sequence: list[bool] | None = None) -> RawTrace:
     """Trace ``module`` once (see the module docstring); raise InputError naming the failure.
 
     Every method is tried with every block running its own code first (representative routing,
     :mod:`planner.intake.trace.routing`, lets most expert blocks run); only when all fail are the failing
     blocks made opaque, method by method. ``values`` are real values of integer inputs (a graph's
-    edges) for the ops whose output shape depends on them (:func:`planner.intake.trace.load.index_values`)."""
+    edges) for the ops whose output shape depends on them (:func:`planner.intake.trace.load.index_values`);
+    ``sequence`` says which tensor inputs follow ``seq_len`` (:func:`planner.intake.trace.load.sequence_flags`)."""
     failures: dict[str, _Failure] = {}
     first: dict[str, _Failure] = {}
     for attempt in _attempts(method, module):
         try:
-            return _execute(module, units, args, kwargs, attempt, set(), values)
+            return _execute(module, units, args, kwargs, attempt, set(), values, sequence)
         except _TraceError as err:
             first[attempt] = err.failure
     for attempt in _attempts(method, module):
@@ -329,7 +334,7 @@ def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, l
                 break
             opaque = opaque | _group_of(units, block)
             try:
-                return _execute(module, units, args, kwargs, attempt, opaque, values)
+                return _execute(module, units, args, kwargs, attempt, opaque, values, sequence)
             except _TraceError as err:
                 err_failure = err.failure
     # the eager meta run fails closest to the user's code (export wraps errors, fake ones are terse)
@@ -340,6 +345,8 @@ def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, l
 
 
 def _execute(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, attempt: str,
-             opaque: set[str], values: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> RawTrace:  # type: ignore[assignment]
+             opaque: set[str], values: list[tuple[torch.Tensor, torch.Tensor]] = (),  # type: ignore[assignment]
+             sequence: list[bool] | None = None) -> RawTrace:
     run = _Run(module, units, args, kwargs, opaque, values)
+    run.sequence = sequence if attempt == "meta" else None  # the other methods rebuild their inputs
     return getattr(run, attempt if attempt != "meta" else "eager")()
