@@ -105,7 +105,10 @@ def _index(args: tuple, shadows: Shadows) -> tuple[bool, Any]:
         return False, None
     with _disable_current_modes():
         stand_in = real_data if real_data is not None else torch.zeros(data.shape, dtype=data.dtype)
-        real = _aten.index.Tensor(stand_in, [shadows.get(i) if i is not None else None for i in indices])
+        try:
+            real = _aten.index.Tensor(stand_in, [shadows.get(i) if i is not None else None for i in indices])
+        except (IndexError, RuntimeError):  # out of range on these values: the op itself runs (and says so)
+            return False, None
         traced = torch.empty(real.shape, dtype=real.dtype, device=data.device)
     if real_data is not None:
         shadows.set(traced, real)

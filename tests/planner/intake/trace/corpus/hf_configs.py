@@ -134,7 +134,7 @@ SMALL: dict[str, Config] = {
     "hf_whisper": FULL["hf_whisper"] | dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
                                             decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
                                             vocab_size=512, num_mel_bins=16, max_source_positions=40,
-                                            max_target_positions=64, pad_token_id=0, bos_token_id=1,
+                                            max_target_positions=128, pad_token_id=0, bos_token_id=1,
                                             eos_token_id=2, decoder_start_token_id=1),
     "hf_mamba": FULL["hf_mamba"] | dict(hidden_size=64, num_hidden_layers=2, vocab_size=512, state_size=8,
                                         time_step_rank=8),
