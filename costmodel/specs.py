@@ -78,10 +78,16 @@ class TransformerLayer(BaseModel):
     dropout: bool = False
     """Attention and hidden dropout are on (their masks are stored for backward)."""
     sliding_window: int | None = Field(default=None, gt=0)
-    """Attention window in tokens (Mistral); None for full attention."""
+    """Attention window in tokens (Mistral); None for full attention. The attention layout is per
+    layer: hybrid models set it on some blocks only (Gemma 3: five windowed blocks of 512-1,024 to
+    one global; gpt-oss: windowed 128 and full alternating), so read it from each block of
+    ``ModelSpec.layers``, never from the first. A KV cache of this block needs at most
+    ``sliding_window`` positions per sequence."""
     attention_chunk: int | None = Field(default=None, gt=0)
     """Chunked (local) attention: a query attends only to keys of its own chunk of this many tokens
-    (Llama 4's rotary layers, ``attention_chunk_size`` 8192); None for attention over the sequence."""
+    (Llama 4's rotary layers, ``attention_chunk_size`` 8192, three blocks of four); None for
+    attention over the sequence. Per layer, as ``sliding_window``; a KV cache of this block needs
+    at most ``attention_chunk`` positions per sequence (the current chunk's)."""
     fixed_seq_len: int = Field(default=0, ge=0)
     """Positions per sample this block runs over whatever the request's sequence length: the encoder
     of a speech model (Whisper: 1,500 audio frames) while ``--seq-len`` counts decoder tokens; its
