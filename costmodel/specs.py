@@ -89,9 +89,8 @@ class TransformerLayer(BaseModel):
     attention over the sequence. Per layer, as ``sliding_window``; a KV cache of this block needs
     at most ``attention_chunk`` positions per sequence (the current chunk's)."""
     fixed_seq_len: int = Field(default=0, ge=0)
-    """Positions per sample this block runs over whatever the request's sequence length: the encoder
-    of a speech model (Whisper: 1,500 audio frames) while ``--seq-len`` counts decoder tokens; its
-    cost, activations and KV cache are those of this length. 0: the request's sequence."""
+    """Positions per sample this block runs over whatever ``--seq-len`` (decoder tokens) says: a speech
+    encoder's (Whisper: 1,500 audio frames); costs and KV cache are of this length. 0: the request's."""
     cross_seq_len: int = Field(default=0, ge=0)
     """Encoder positions a cross-attention block reads per sample (Whisper's decoder: 1,500); 0: as
     many as the request's sequence (T5, whose encoder and decoder share ``--seq-len``)."""
@@ -221,17 +220,13 @@ class GenericLayer(BaseModel):
     sparse_lookup: bool = False
     """An embedding table read by index: its FLOPs are zero, its gradient is sparse."""
     fixed_seq_len: int = Field(default=0, ge=0)
-    """Positions per sample the layer runs over whatever the request's sequence length (a speech
-    encoder's convolutions over Whisper's 1,500 frames); its per-token figures are per one of these
-    positions. 0: the request's sequence (left out of dumps then)."""
+    """As ``TransformerLayer.fixed_seq_len`` (a speech encoder's convolutions); the per-token figures
+    are then per one of these positions. Left out of dumps (and digests) at 0."""
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave out ``fixed_seq_len`` at its default, so a layer without it dumps (and hashes) as before."""
         data = handler(self)
-        if data.get("fixed_seq_len") == 0:
-            del data["fixed_seq_len"]
-        return data
+        return {k: v for k, v in data.items() if k != "fixed_seq_len" or v}
 
 
 Layer = Annotated[

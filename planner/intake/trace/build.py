@@ -37,6 +37,7 @@ from costmodel.params import layer_params
 from costmodel.local import ACT_BYTES
 from costmodel.specs import (EmbeddingLayer, GenericLayer, HeadLayer, Layer, LayerEdge, NormLayer,
                              TransformerLayer, TpMode)
+from planner.intake.trace.notes import OPAQUE_FLOPS_PER_PARAM, pattern as _pattern, trace_notes
 from planner.intake.trace.recognize import recognize_block
 from planner.intake.trace.record import Instance, OpRecord
 from planner.intake.trace.run import RawTrace
@@ -88,14 +89,7 @@ class Built:
     """Assumptions the estimate states (generic layers and why; see :func:`_notes`)."""
 
 
-OPAQUE_FLOPS_PER_PARAM = 2.0
-"""Forward FLOPs per parameter per token of a block that neither ran nor was recognised: every weight
-used once in a multiply-add (exact for dense matmul layers; an upper bound for experts)."""
 
-
-def _pattern(path: str) -> str:
-    """``model.layers.7`` -> ``model.layers.*``: one name for a repeat group (equal layers hash equal)."""
-    return ".".join("*" if part.isdigit() else part for part in path.split("."))
 
 
 class _Builder:
@@ -360,31 +354,7 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         traces.append(LayerTrace(name="unused_parameters", kind="generic", modules=(), params=leftover,
                                  fwd_flops=0.0, fwd_attn_flops=0.0, fwd_mem_bytes=0.0,
                                  activation_bytes=0.0, output_bytes=0.0, ops=0))
-    return Built(layers, traces, edges, tied, positions, _notes(b, traces))
-
-
-def _notes(b: _Builder, traces: list[LayerTrace]) -> list[str]:
-    """What the estimate must say about the generic layers of a trace: the blocks that were not
-    recognised and why, the blocks that could not run, and the other layers costed from their ops."""
-    notes, counts = [], {}
-    for t in traces:
-        if t.kind == "generic" and t.modules:
-            key = _pattern(t.name) if _pattern(t.name) in b.why else t.name  # unique blocks of a named pattern
-            counts[key] = counts.get(key, 0) + 1
-    opaque = {t.name for t in traces if t.kind == "generic" and t.stub_of == OPAQUE}
-    for name, why in b.why.items():
-        how = (f"could not run without data, costed at {OPAQUE_FLOPS_PER_PARAM:g} FLOPs per parameter per "
-               "token" if name in opaque else "costed from its traced ops")
-        notes.append(f"traced block {name} (x{counts.get(name, 1)}) planned as a generic layer: {why}; {how}")
-    rest = [f"{n} (x{c})" if c > 1 else n for n, c in counts.items() if n not in b.why]
-    if rest:
-        shown = ", ".join(rest[:8]) + (f" and {len(rest) - 8} more" if len(rest) > 8 else "")
-        notes.append(f"traced layers planned as generic (not transformer blocks; costed from their traced ops): {shown}")
-    moe = sorted({f[0].name for f in b._recognised.values() if not isinstance(f, str) and f[0].is_moe})
-    if moe:
-        notes.append(f"traced expert blocks {', '.join(moe)}: run under balanced representative routing, "
-                     "FLOPs as top-k experts per token")
-    return notes
+    return Built(layers, traces, edges, tied, positions, trace_notes(b.why, b._recognised, traces))
 
 
 def _needs_formulas(slot: Slot, first: Instance | None) -> bool:
