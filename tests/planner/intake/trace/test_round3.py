@@ -85,3 +85,18 @@ def test_cli_estimate_trace_runs_on_a_whisper_config(tmp_path: Path) -> None:
                            "--tp", "1", "--pp", "2", "--json"], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-400:]
     assert json.loads(proc.stdout)["step_time_s"] > 0
+
+
+def test_swin_on_timms_matmul_path_is_costed_per_image_as_traced() -> None:
+    """timm's Swin writes its window scores as matmuls (no SDPA call to read the key count from): its
+    blocks must not become transformer layers over a one-token 'sequence' (issue 25: -97 % FLOPs).
+    The spec's FLOPs per image are the traced ones."""
+    import catalog
+
+    from planner.intake.trace.load import load_factory
+
+    module, make_inputs = load_factory(catalog.factory_arg(catalog.BY_NAME["timm_swin_base"], True))
+    trace = trace_module(module, make_inputs, micro_batch=2, seq_len=1)
+    assert not _blocks(trace.spec) and not trace.spec.has_sequence
+    per_step = model_flops_per_step(trace.spec.layers, 2, trace.spec.tokens_per_sample)
+    assert per_step / 3 == pytest.approx(trace.fwd_flops, rel=1e-9)
