@@ -91,7 +91,7 @@ def main() -> None:
     entries = [e for e in catalog.ENTRIES if not args.only or e.name in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        header = ["model", "trace s", "params", "FLOPs vs FlopCounterMode", "layer kinds", "twin |error| (worst)"]
+        header = ["model", "trace s", "params", "FLOPs vs FlopCounterMode", "layer kinds", "twin error, worst of two"]
         header += [] if args.no_plan else ["plan"]
         print("| " + " | ".join(header) + " |\n|" + "---|" * len(header), flush=True)
         for entry in entries:
