@@ -278,7 +278,8 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
         what = f"has model_type {model_type!r}" if model_type is not None else "lacks 'model_type'"
         raise InputError(
             f"{where} {what}, which meshplan cannot read (known: {known}); "
-            f"{_FIX}, or a factory (path/to/file.py:factory)"
+            f"{_FIX}, add --trace to build it with transformers (Whisper, Mamba, T5, ...), "
+            "or a factory (path/to/file.py:factory)"
         )
     cfg = _Reader(raw, family)
     hidden = cfg.count("hidden_size")

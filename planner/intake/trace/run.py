@@ -36,7 +36,8 @@ from planner.intake.trace.stubs import StubInstaller
 from planner.intake.trace.units import UnitMap
 
 METHODS = ("meta", "export", "fake")
-CONFIG_HINT = "use --model path/to/config.json without --trace (or a preset)"
+CONFIG_HINT = ("a preset, or a config.json read without --trace where meshplan knows its family "
+               "(meshplan list models), plans without tracing")
 
 
 @dataclass
