@@ -2,8 +2,9 @@
 
     python bench/trace_corpus.py [--only NAME ...] [--no-plan]
 
-For each model: the small configuration traced and run for real on CPU (trace time, parameter error
-against ``sum(p.numel())``, forward-FLOP error against torch's FlopCounterMode), the layer kinds
+One markdown row per model: the small configuration traced and run for real on CPU (trace time,
+parameters against ``sum(p.numel())``, forward-FLOP error against torch's FlopCounterMode, or against
+the entry's written formula where FlopCounterMode counts other work, noted below the table), the layer kinds
 recognised, the full-size model's step time and peak memory against its twin (preset or config
 read as numbers) at tp 2 x pp 2 on 16 A100s and tp 2 x pp 4 on 64 (worst of the two), and whether
 ``meshplan plan`` finds a plan that the plan validator accepts (16 A100s unless the entry says more).
@@ -20,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "planner" / "trace" / "corpus"))
+sys.path.insert(0, str(ROOT / "tests" / "planner" / "intake" / "trace" / "corpus"))
 
 import catalog  # noqa: E402
 
@@ -33,7 +34,7 @@ MICRO_BATCH, SEQ = 2, 32
 SETTINGS = (dict(gpus=16, tp=2, pp=2), dict(gpus=64, tp=2, pp=4))
 
 
-def _small(entry: catalog.Entry, folder: Path) -> tuple[str, float, float, str]:
+def _small(entry: catalog.Entry, folder: Path) -> tuple[str, str, str, str]:
     start = time.perf_counter()
     if entry.hf:
         module, make_inputs, _ = hf_model(str(catalog.hf_config_path(entry, True, folder)))
@@ -42,10 +43,12 @@ def _small(entry: catalog.Entry, folder: Path) -> tuple[str, float, float, str]:
     trace = trace_module(module, make_inputs, name=entry.name, micro_batch=MICRO_BATCH, seq_len=SEQ)
     seconds = time.perf_counter() - start
     real, real_inputs = catalog.small_real(entry, folder)
-    params = trace.params / sum(p.numel() for p in real.parameters()) - 1
-    flops = trace.fwd_flops / catalog.reference_flops(real, real_inputs, MICRO_BATCH, SEQ) - 1
+    exact = trace.params == sum(p.numel() for p in real.parameters())
+    flops = trace.fwd_flops / catalog.reference_for(entry, real, real_inputs, MICRO_BATCH, SEQ) - 1
     kinds = Counter(layer.kind for layer in trace.spec.layers)
-    return f"{seconds:6.2f}", params, flops, " ".join(f"{k}:{n}" for k, n in sorted(kinds.items()))
+    flop_cell = f"{flops:+.2%}" + (" (formula)" if entry.reference_note else "")
+    return (f"{seconds:.2f}", "exact" if exact else f"{trace.params:,} vs {sum(p.numel() for p in real.parameters()):,}",
+            flop_cell, " ".join(f"{k}:{n}" for k, n in sorted(kinds.items())))
 
 
 def _twin(entry: catalog.Entry, folder: Path) -> str:
@@ -60,7 +63,7 @@ def _twin(entry: catalog.Entry, folder: Path) -> str:
         got, want = planner.estimate(model=traced, **run), planner.estimate(model=reference, **run)
         worst_t = max(worst_t, abs(got.step_time_s / want.step_time_s - 1))
         worst_m = max(worst_m, abs(got.peak_memory_gib / want.peak_memory_gib - 1))
-    return f"|time err| {worst_t:.2%} |mem err| {worst_m:.2%} vs {Path(twin).parent.name if '/' in twin else twin}"
+    return f"time {worst_t:.2%}, memory {worst_m:.2%} vs {Path(twin).parent.name if '/' in twin else twin}"
 
 
 def _plan(entry: catalog.Entry, folder: Path) -> str:
@@ -88,13 +91,17 @@ def main() -> None:
     entries = [e for e in catalog.ENTRIES if not args.only or e.name in args.only]
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        header = ["model", "trace s", "params", "FLOPs vs FlopCounterMode", "layer kinds", "twin error, worst of two"]
+        header += [] if args.no_plan else ["plan"]
+        print("| " + " | ".join(header) + " |\n|" + "---|" * len(header), flush=True)
         for entry in entries:
-            seconds, params, flops, kinds = _small(entry, folder)
-            cells = [f"{entry.name:15}", f"trace {seconds}s", f"params {params:+.2%}", f"flops {flops:+.2%}",
-                     f"{kinds:38}", _twin(entry, folder)]
+            cells = [entry.name, *_small(entry, folder), _twin(entry, folder)]
             if not args.no_plan:
                 cells.append(_plan(entry, folder))
-            print(" | ".join(cells), flush=True)
+            print("| " + " | ".join(cells) + " |", flush=True)
+        notes = [f"{e.name}: {e.reference_note}" for e in entries if e.reference_note]
+        if notes:
+            print("\n(formula) " + "; ".join(notes))
 
 
 if __name__ == "__main__":

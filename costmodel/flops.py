@@ -73,8 +73,10 @@ def transformer_fwd_flops(
     flops = {"qkv": 2.0 * tokens * h * (q + kv)} if not layer.is_mla else mla_projection_flops(layer, tokens)
     flops["attn_core"] = 2.0 * tokens * ctx * attention_core_width(layer)
     flops["out_proj"] = 2.0 * tokens * layer.o_width * h
-    if layer.cross_attention:
-        flops["cross"] = 2.0 * tokens * (h * (q + kv + layer.o_width) + seq_len * attention_core_width(layer))
+    if layer.cross_attention:  # K and V project each encoder position once: tokens·enc/seq of them
+        enc = layer.cross_seq_len or seq_len
+        per_token = enc / seq_len if seq_len and layer.cross_seq_len else 1.0
+        flops["cross"] = 2.0 * tokens * (h * (q + layer.o_width + kv * per_token) + enc * attention_core_width(layer))
     per_token_mlp = 2.0 * ffn_matrices(layer) * h * layer.ffn_hidden_size
     if layer.is_moe:
         flops["router"] = 2.0 * tokens * h * layer.num_experts
@@ -104,5 +106,12 @@ def model_flops_per_step(layers: tuple[Layer, ...], global_batch: int, seq_len: 
 
     This is the MFU numerator (Korthikanti et al. 2022: MFU excludes recomputation).
     """
-    tokens = float(global_batch) * seq_len
-    return 3.0 * sum(layer_fwd_flops(layer, tokens, seq_len) for layer in layers)
+    return 3.0 * sum(layer_fwd_flops(layer, *own_tokens(layer, float(global_batch) * seq_len, seq_len))
+                     for layer in layers)
+
+
+def own_tokens(layer: Layer, tokens: float, seq_len: int) -> tuple[float, int]:
+    """(tokens, sequence length) ``layer`` runs over when the request has ``tokens`` tokens of
+    sequences of ``seq_len``: its own ``fixed_seq_len`` per sample where it has one (a speech encoder)."""
+    fixed = getattr(layer, "fixed_seq_len", 0)
+    return (tokens / seq_len * fixed, fixed) if fixed else (tokens, seq_len)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from costmodel.layer_other import embedding_cost, generic_cost, head_cost, norm_cost
 from costmodel.layer_transformer import transformer_cost
 from costmodel.local import LayerCost, LocalConfig
@@ -9,7 +11,11 @@ from costmodel.specs import ClusterSpec, EmbeddingLayer, HeadLayer, Layer, NormL
 
 
 def layer_cost(layer: Layer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
-    """Cost of ``layer`` for one micro-batch on one GPU under ``cfg``."""
+    """Cost of ``layer`` for one micro-batch on one GPU under ``cfg``; a layer with a
+    ``fixed_seq_len`` (a speech encoder) is costed at its own length, not the request's."""
+    fixed = getattr(layer, "fixed_seq_len", 0)
+    if fixed:
+        cfg = replace(cfg, seq_len=fixed)
     if isinstance(layer, TransformerLayer):
         return transformer_cost(layer, cfg, cluster)
     if isinstance(layer, EmbeddingLayer):

@@ -76,7 +76,9 @@ def _tp_input_width(layer: TransformerLayer) -> float:
 def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
     """(forward time of a block's projections, of which the matmuls torchtitan's op-level selective
     checkpointing recomputes: every other one, ``costmodel.engines.sac_saved_matmuls``). FP8 runs
-    the projections and experts at ``cfg.fp8_speedup``; the router stays bf16."""
+    the projections and experts at ``cfg.fp8_speedup``; the router stays bf16. A cross-attention
+    block reading a fixed-length encoder (``cross_seq_len``, Whisper) projects K and V once per
+    encoder position and adds its QKᵀ / PV over those positions."""
     m, h, x = cfg.tokens, layer.hidden_size, cfg.fp8_speedup
     shapes = _projections(layer, cfg)
     times = [matmul_time(cluster, m, n, k, 1, x) for n, k, _ in shapes]
@@ -85,7 +87,13 @@ def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec)
     recomputed = sum(tt for tt, keep in zip(times, saved) if not keep)
     t = cfg.tp
     q, kv = layer.num_heads * layer.head_dim, layer.num_kv_heads * layer.head_dim
-    if layer.cross_attention:
+    if layer.cross_attention and layer.cross_seq_len:  # Q and O per token, K and V per encoder position,
+        enc = cfg.micro_batch * layer.cross_seq_len / cfg.cp  # and the core over every encoder position
+        time += matmul_time(cluster, m, 2 * q / t, h, 1, x) + matmul_time(cluster, enc, 2 * kv / t, h, 1, x)
+        time += matmul_time(cluster, m, h, q / t, 1, x)
+        time += matmul_time(cluster, m / cfg.micro_batch, layer.cross_seq_len, layer.head_dim,
+                            cfg.micro_batch * layer.num_heads / t) * attention_core_width(layer) / layer.q_width
+    elif layer.cross_attention:
         time += matmul_time(cluster, m, (2 * q + 2 * kv) / t, h, 1, x) + matmul_time(cluster, m, h, q / t, 1, x)
     if not layer.is_moe:
         return time, recomputed

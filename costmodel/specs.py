@@ -78,10 +78,22 @@ class TransformerLayer(BaseModel):
     dropout: bool = False
     """Attention and hidden dropout are on (their masks are stored for backward)."""
     sliding_window: int | None = Field(default=None, gt=0)
-    """Attention window in tokens (Mistral); None for full attention."""
+    """Attention window in tokens (Mistral); None for full attention. The attention layout is per
+    layer: hybrid models set it on some blocks only (Gemma 3: five windowed blocks of 512-1,024 to
+    one global; gpt-oss: windowed 128 and full alternating), so read it from each block of
+    ``ModelSpec.layers``, never from the first. A KV cache of this block needs at most
+    ``sliding_window`` positions per sequence."""
     attention_chunk: int | None = Field(default=None, gt=0)
     """Chunked (local) attention: a query attends only to keys of its own chunk of this many tokens
-    (Llama 4's rotary layers, ``attention_chunk_size`` 8192); None for attention over the sequence."""
+    (Llama 4's rotary layers, ``attention_chunk_size`` 8192, three blocks of four); None for
+    attention over the sequence. Per layer, as ``sliding_window``; a KV cache of this block needs
+    at most ``attention_chunk`` positions per sequence (the current chunk's)."""
+    fixed_seq_len: int = Field(default=0, ge=0)
+    """Positions per sample this block runs over whatever ``--seq-len`` (decoder tokens) says: a speech
+    encoder's (Whisper: 1,500 audio frames); costs and KV cache are of this length. 0: the request's."""
+    cross_seq_len: int = Field(default=0, ge=0)
+    """Encoder positions a cross-attention block reads per sample (Whisper's decoder: 1,500); 0: as
+    many as the request's sequence (T5, whose encoder and decoder share ``--seq-len``)."""
     qk_norm: bool = False
     """Per-head RMSNorms on queries and keys, one ``head_dim`` weight each (Qwen3 ``q_norm`` /
     ``k_norm``; Megatron ``--qk-layernorm``)."""
@@ -115,7 +127,7 @@ class TransformerLayer(BaseModel):
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        """Leave out the chunk, q/k-norm and MLA fields where they hold their defaults, so a block without
+        """Leave out the chunk, fixed-length, q/k-norm and MLA fields where they hold their defaults, so a block without
         them dumps (and hashes: ``planner.plans.named_model.spec_digest``) as it did before they existed."""
         data = handler(self)
         for key in _OPTIONAL_BLOCK_FIELDS:
@@ -153,7 +165,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
 
 
 class NormLayer(BaseModel):
@@ -207,6 +219,14 @@ class GenericLayer(BaseModel):
     """How tensor parallelism may split the layer; ``none`` means replicated / data parallel only."""
     sparse_lookup: bool = False
     """An embedding table read by index: its FLOPs are zero, its gradient is sparse."""
+    fixed_seq_len: int = Field(default=0, ge=0)
+    """As ``TransformerLayer.fixed_seq_len`` (a speech encoder's convolutions); the per-token figures
+    are then per one of these positions. Left out of dumps (and digests) at 0."""
+
+    @model_serializer(mode="wrap")
+    def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data = handler(self)
+        return {k: v for k, v in data.items() if k != "fixed_seq_len" or v}
 
 
 Layer = Annotated[

@@ -2,7 +2,10 @@
 
 Supported ``model_type`` values are the keys of :data:`planner.intake.models.hf_families.FAMILIES`
 (llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, qwen3_moe, deepseek_v2, deepseek_v3, llama4,
-gpt2, gpt_neox, bloom); a language model nested under ``text_config`` is read from there (Llama 4). Problems found in one file are collected and
+gemma3, gpt_oss, gpt2, gpt_neox, bloom); a language model nested under ``text_config`` is read from
+there (Llama 4, Gemma 3), and a top-level ``<family>_text`` file as its family. The attention layout is
+kept per layer: ``layer_types``, else the family's rule (``sliding_window_pattern``,
+``max_window_layers``, ``attention_chunk_size`` with ``no_rope_layers``). Problems found in one file are collected and
 raised together as one :class:`planner.errors.InputError` line naming the file and the fix.
 
 Not represented (no spec field; a few thousand parameters at most): Qwen2-MoE's
@@ -86,9 +89,14 @@ class _Reader:
 
 
 def _unwrap(raw: dict[str, Any]) -> dict[str, Any]:
-    """The language-model part of a config: ``text_config`` when present (keeping outer tying)."""
+    """The language-model part of a config: ``text_config`` when present (keeping outer tying), with
+    a ``<family>_text`` model type read as its family's (a top-level ``llama4_text`` or
+    ``gemma3_text`` file is the language model itself)."""
     inner = raw.get("text_config")
     if not isinstance(inner, dict):
+        model_type = raw.get("model_type")
+        if isinstance(model_type, str) and model_type.endswith(TEXT_SUFFIX) and model_type not in FAMILIES:
+            return raw | {"model_type": model_type[: -len(TEXT_SUFFIX)]}
         return raw
     merged = {k: raw[k] for k in ("tie_word_embeddings", "model_type") if k in raw}
     merged.update(inner)
@@ -116,7 +124,7 @@ def _sliding_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
     """The window and which layers use it (``layer_types`` when given, else the family's rule)."""
     family, raw = cfg.family, cfg.raw
     window = raw.get("sliding_window")
-    enabled = family.sliding == "all" or (
+    enabled = family.sliding in ("all", "pattern") or (
         family.sliding == "qwen" and cfg.flag("use_sliding_window", False)
     )
     if window is None or not enabled:
@@ -125,6 +133,9 @@ def _sliding_layers(cfg: _Reader, layers: int) -> tuple[int | None, list[bool]]:
     layer_types = raw.get("layer_types")
     if isinstance(layer_types, list) and len(layer_types) == layers:
         return window, [t == "sliding_attention" for t in layer_types]
+    if family.sliding == "pattern":  # Gemma3TextConfig.__init__ builds layer_types the same way
+        every = cfg.count("sliding_window_pattern", default=6)
+        return window, [(i + 1) % every != 0 for i in range(layers)]
     if family.sliding == "qwen":
         first = cfg.count("max_window_layers", default=layers)
         return window, [i >= first for i in range(layers)]
@@ -267,7 +278,8 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
         what = f"has model_type {model_type!r}" if model_type is not None else "lacks 'model_type'"
         raise InputError(
             f"{where} {what}, which meshplan cannot read (known: {known}); "
-            f"{_FIX}, or a factory (path/to/file.py:factory)"
+            f"{_FIX}, add --trace to build it with transformers (Whisper, Mamba, T5, ...), "
+            "or a factory (path/to/file.py:factory)"
         )
     cfg = _Reader(raw, family)
     hidden = cfg.count("hidden_size")

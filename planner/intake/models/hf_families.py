@@ -17,7 +17,7 @@ from costmodel.specs import NormKind
 __all__ = ["Family", "FAMILIES", "TEXT_SUFFIX"]
 
 MoeLayout = Literal["none", "mixtral", "qwen2_moe", "qwen3_moe", "deepseek", "llama4"]
-SlidingRule = Literal["none", "all", "qwen"]
+SlidingRule = Literal["none", "all", "qwen", "pattern"]
 
 TEXT_SUFFIX = "_text"
 """Multimodal checkpoints nest the language model under ``text_config`` as ``<family>_text``."""
@@ -37,6 +37,8 @@ _BLOOM_ALIASES = {
     "num_attention_heads": ("n_head",),
     "max_position_embeddings": ("seq_length",),
 }
+# GptOssConfig: num_experts_per_tok is also written experts_per_token in the published files.
+_GPT_OSS_ALIASES = {"num_experts_per_tok": ("experts_per_token",)}
 # MixtralConfig.attribute_map: num_experts -> num_local_experts.
 _MIXTRAL_ALIASES = {"num_local_experts": ("num_experts",)}
 # DeepseekV3Config.attribute_map: num_local_experts -> n_routed_experts; DeepseekV2Config: num_experts.
@@ -82,7 +84,10 @@ class Family:
     ``chunked_attention`` (Llama 4: by default the rotary layers, three in every four)."""
     sliding: SlidingRule = "none"
     """``all``: ``sliding_window`` applies to every layer (Mistral, Mixtral); ``qwen``: only when
-    ``use_sliding_window`` is true, to layers from ``max_window_layers`` on."""
+    ``use_sliding_window`` is true, to layers from ``max_window_layers`` on; ``pattern``: every layer
+    but each ``sliding_window_pattern``-th (Gemma 3, default 6: five local layers to one global).
+    A ``layer_types`` list (``sliding_attention`` / ``full_attention`` / ``chunked_attention``)
+    overrides the rule wherever it is given."""
     dropout_keys: tuple[str, ...] = ("attention_dropout",)
     dropout_default: float = 0.0
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -117,10 +122,16 @@ FAMILIES: dict[str, Family] = {
     # Llama4TextMoe: experts, a router h x E without bias, one shared expert of intermediate_size.
     "llama4": Family(**_LLAMA_LIKE, qkv_bias=False, out_bias=False, attention_bias_key=True,
                      moe="llama4", chunked=True),
-    # GptOssAttention: q/k/v/o with biases, a learned sink logit per head (not counted), sliding
-    # window on the layers ``layer_types`` names; GptOssExperts: biased gate_up and down projections.
-    "gpt_oss": Family(gated=True, norm="rmsnorm", tied_default=False, qkv_bias=True, out_bias=True,
-                      mlp_bias=True, sliding="all", moe="mixtral", aliases=_MIXTRAL_ALIASES),
+    # Gemma3TextConfig / Gemma3Attention, Gemma3MLP: no biases (attention_bias default False), gated
+    # GELU-tanh MLP, q/k RMSNorms, a tied head; sliding_window on all but every sliding_window_pattern-th
+    # layer. Its post-attention and post-MLP norms (2h per block) have no spec field.
+    "gemma3": Family(gated=True, norm="rmsnorm", tied_default=True, mlp_bias=False, qkv_bias=False, out_bias=False,
+                     attention_bias_key=True, sliding="pattern", qk_norm=True),
+    # GptOssAttention: q/k/v/o with biases (attention_bias default True), a sink logit per head (not in the
+    # spec: num_heads parameters per block); GptOssExperts: fused gate-up and down cubes with biases,
+    # router with bias; layer_types alternate sliding_attention (128) and full_attention.
+    "gpt_oss": Family(**{**_LLAMA_LIKE, "mlp_bias": True}, qkv_bias=True, out_bias=True, attention_bias_key=True, sliding="all",
+                      moe="mixtral", aliases=_GPT_OSS_ALIASES),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
                    mlp_bias=True, ffn_default_4h=True, learned_positions=True,

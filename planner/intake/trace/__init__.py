@@ -27,8 +27,10 @@ from costmodel.specs import ModelSpec
 from planner.errors import InputError
 from planner.intake.trace.build import Shape, build_layers
 from planner.intake.trace.graph import layer_graph
-from planner.intake.trace.load import MakeInputs, example_inputs, hf_model, load_factory, unpack_factory_result
+from planner.intake.trace.load import (MakeInputs, example_inputs, hf_model, index_values, load_factory,
+                                      sequence_flags, unpack_factory_result)
 from planner.intake.trace.run import run_trace
+from planner.intake.trace.shadow import MAX_ELEMENTS
 from planner.intake.trace.types import LayerTrace, ModelTrace
 from planner.intake.trace.units import find_units
 
@@ -61,7 +63,9 @@ def trace_module(module: nn.Module, make_inputs: MakeInputs | None = None, *, na
     module.train()
     try:
         units = find_units(module)
-        raw = run_trace(module, units, args, kwargs, label=name, method=method)
+        values = index_values(make_inputs, micro_batch, seq_len, args, kwargs, MAX_ELEMENTS)
+        flags = sequence_flags(make_inputs, micro_batch, seq_len)
+        raw = run_trace(module, units, args, kwargs, label=name, method=method, values=values, sequence=flags)
     finally:
         module.train(was_training)
     shape = _shape(raw, micro_batch, seq_len, sequence)
@@ -81,10 +85,15 @@ def trace_module(module: nn.Module, make_inputs: MakeInputs | None = None, *, na
 def _shape(raw: Any, micro_batch: int, seq_len: int, sequence: bool) -> Shape:
     """Tokens and context of the traced micro-batch: the sequence, else the attention length, else 1.
 
+    With a sequence, layers whose own ops read no input that follows ``seq_len`` (a speech encoder)
+    keep the query length of their attention as their own (``Shape.fixed``).
+
     Attention over windows of a sample (Swin: the SDPA batch is the micro-batch times the windows)
     has no sequence to split: one sample counts as one token, as a CNN's does."""
     if sequence:
-        return Shape(tokens=micro_batch * seq_len, context=seq_len, tokens_per_sample=0)
+        fixed = [op.dims[2] for inst in raw.instances if not inst.reads_sequence
+                 for op in inst.ops if op.kind == "attention" and not op.glue]
+        return Shape(tokens=micro_batch * seq_len, context=seq_len, tokens_per_sample=0, fixed=max(fixed, default=0))
     calls = [op for inst in raw.instances for op in inst.ops if op.kind == "attention"]
     windowed = any(op.out_shapes and len(op.out_shapes[0]) == 4 and op.out_shapes[0][0] != micro_batch for op in calls)
     per_sample = 1 if windowed else max((op.dims[3] for op in calls), default=1)

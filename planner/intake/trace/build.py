@@ -7,7 +7,8 @@ generic layer holding the surplus. Per-token figures divide the traced totals by
 tokens: ``micro_batch x seq_len`` for sequence inputs, ``micro_batch x tokens_per_sample`` otherwise
 (``tokens_per_sample`` is the attention length of a ViT-like model, else 1: one image or one sample).
 Attention-like FLOPs are further divided by that context length (``GenericLayer`` convention).
-The FLOPs of a mixture-of-experts block, whose routing depends on values meta tensors do not have,
+The FLOPs of a mixture-of-experts block, whose routing depends on values meta tensors do not have
+(its attention FLOPs, which no routing changes, stay the traced ones where attention ran),
 and of an opaque block (nothing ran, :mod:`planner.intake.trace.stubs`) are ``costmodel.flops``' formulas
 for the recognised layer; an opaque block's saved bytes are unknown (0 in its :class:`LayerTrace`).
 
@@ -18,7 +19,9 @@ unless one table holds over half the rows (then ``vocab``); convolutions, norms 
 ``none`` (replicated, data parallel).
 
 A layer's output bytes are the input-dependent tensors it hands to later layers (or returns), each
-counted once however many layers read it. Every edge is measured; the spec's ``extra_edges`` are
+counted once however many layers read it; in the spec, a layer no later layer reads (the vocabulary
+projection of a model whose head is generic, as Mamba's) sends nothing across a pipeline cut, as a
+``HeadLayer`` sends nothing: its logits stay on the last stage. Every edge is measured; the spec's ``extra_edges`` are
 those between layers that are not neighbours. Parameters no op used (modules never called) are kept
 in a last generic layer, ``unused_parameters``, so the spec holds every parameter of the module.
 """
@@ -34,6 +37,7 @@ from costmodel.params import layer_params
 from costmodel.local import ACT_BYTES
 from costmodel.specs import (EmbeddingLayer, GenericLayer, HeadLayer, Layer, LayerEdge, NormLayer,
                              TransformerLayer, TpMode)
+from planner.intake.trace.notes import OPAQUE_FLOPS_PER_PARAM, pattern as _pattern, trace_notes
 from planner.intake.trace.recognize import recognize_block
 from planner.intake.trace.record import Instance, OpRecord
 from planner.intake.trace.run import RawTrace
@@ -61,6 +65,15 @@ class Shape:
     tokens: int
     context: int
     tokens_per_sample: int
+    fixed: int = 0
+    """Positions per sample of the layers that read no input following ``seq_len`` (Whisper's
+    encoder: the key count of their attention, 1,500); 0 when every layer follows the sequence."""
+
+    def own(self, fixed: int) -> "Shape":
+        """The shape a layer of ``fixed`` positions per sample ran at (itself when ``fixed`` is 0)."""
+        if not fixed:
+            return self
+        return Shape(tokens=self.tokens // self.context * fixed, context=fixed, tokens_per_sample=0)
 
 
 @dataclass
@@ -76,14 +89,7 @@ class Built:
     """Assumptions the estimate states (generic layers and why; see :func:`_notes`)."""
 
 
-OPAQUE_FLOPS_PER_PARAM = 2.0
-"""Forward FLOPs per parameter per token of a block that neither ran nor was recognised: every weight
-used once in a multiply-add (exact for dense matmul layers; an upper bound for experts)."""
 
-
-def _pattern(path: str) -> str:
-    """``model.layers.7`` -> ``model.layers.*``: one name for a repeat group (equal layers hash equal)."""
-    return ".".join("*" if part.isdigit() else part for part in path.split("."))
 
 
 class _Builder:
@@ -217,8 +223,10 @@ class _Builder:
         key = rep.unit
         if key not in self._recognised:
             ops = [op for op in rep.ops if not op.glue and op.kind != "stub"]
-            self._recognised[key] = recognize_block(self.module(rep), rep.unit, ops,
-                                                    name=_pattern(rep.unit), lm=lm, context=self.shape.context)
+            fixed = self.fixed(inst)
+            found = recognize_block(self.module(rep), rep.unit, ops, name=_pattern(rep.unit), lm=lm,
+                                    context=self.shape.own(fixed).context)
+            self._recognised[key] = found if isinstance(found, str) else (self._lengths(found[0], fixed), found[1])
         found = self._recognised[key]
         params = self.params[inst.index]
         if isinstance(found, str):
@@ -234,6 +242,18 @@ class _Builder:
             extra = Slot([], None, surplus, passthrough=True)
             slots.append(extra)
         return slots
+
+    def fixed(self, inst: Instance) -> int:
+        """``shape.fixed`` for an instance none of whose own ops read the sequence, else 0."""
+        return self.shape.fixed if self.shape.fixed and not inst.reads_sequence else 0
+
+    def _lengths(self, layer: TransformerLayer, fixed: int) -> TransformerLayer:
+        """A block of a fixed-length stack keeps its length; a cross-attention block of a model with
+        one reads that many encoder positions."""
+        update = {"fixed_seq_len": fixed} if fixed else {}
+        if layer.cross_attention and self.shape.fixed and not fixed:
+            update["cross_seq_len"] = self.shape.fixed
+        return layer.model_copy(update=update) if update else layer
 
     def _plain_slot(self, inst: Instance) -> Slot:
         module = self.module(inst)
@@ -305,15 +325,22 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
     layers, traces = [], []
     seen: dict[Layer, Layer] = {}
     for n, slot in enumerate(slots):
-        lin, attn, mem, saved, count = _measure(b, slot, shape)
         first = b.insts[slot.insts[0]] if slot.insts else None
+        anchor = first or b.insts[slots[n - 1].insts[0]]  # a surplus layer runs with its block
+        fixed = b.fixed(anchor)
+        own = shape.own(fixed)
+        lin, attn, mem, saved, count = _measure(b, slot, own)
         if _needs_formulas(slot, first):
-            lin = layer_fwd_flops(slot.layer, shape.tokens, 0)  # type: ignore[arg-type]
-            attn = layer_fwd_flops(slot.layer, shape.tokens, shape.context) - lin  # type: ignore[arg-type]
+            lin = layer_fwd_flops(slot.layer, own.tokens, 0)  # type: ignore[arg-type]
+            if not attn:  # routing does not touch attention: what ran is kept where it ran
+                attn = layer_fwd_flops(slot.layer, own.tokens, own.context) - lin  # type: ignore[arg-type]
         elif slot.layer is None and first is not None and first.stub_of == OPAQUE:
-            lin = OPAQUE_FLOPS_PER_PARAM * slot.params * shape.tokens
+            lin = OPAQUE_FLOPS_PER_PARAM * slot.params * own.tokens
         out = outputs.get(n, 0.0)
-        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, out, shape)
+        sent = out if any(e.src == n and e.dst > n for e in edges) else 0.0
+        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, own)
+        if fixed and isinstance(layer, GenericLayer):
+            layer = layer.model_copy(update={"fixed_seq_len": fixed})
         layers.append(seen.setdefault(layer, layer))
         traces.append(LayerTrace(
             name=layer.name, kind=layer.kind, modules=tuple(b.insts[k].name for k in slot.insts),
@@ -327,31 +354,7 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
         traces.append(LayerTrace(name="unused_parameters", kind="generic", modules=(), params=leftover,
                                  fwd_flops=0.0, fwd_attn_flops=0.0, fwd_mem_bytes=0.0,
                                  activation_bytes=0.0, output_bytes=0.0, ops=0))
-    return Built(layers, traces, edges, tied, positions, _notes(b, traces))
-
-
-def _notes(b: _Builder, traces: list[LayerTrace]) -> list[str]:
-    """What the estimate must say about the generic layers of a trace: the blocks that were not
-    recognised and why, the blocks that could not run, and the other layers costed from their ops."""
-    notes, counts = [], {}
-    for t in traces:
-        if t.kind == "generic" and t.modules:
-            key = _pattern(t.name) if _pattern(t.name) in b.why else t.name  # unique blocks of a named pattern
-            counts[key] = counts.get(key, 0) + 1
-    opaque = {t.name for t in traces if t.kind == "generic" and t.stub_of == OPAQUE}
-    for name, why in b.why.items():
-        how = (f"could not run without data, costed at {OPAQUE_FLOPS_PER_PARAM:g} FLOPs per parameter per "
-               "token" if name in opaque else "costed from its traced ops")
-        notes.append(f"traced block {name} (x{counts.get(name, 1)}) planned as a generic layer: {why}; {how}")
-    rest = [f"{n} (x{c})" if c > 1 else n for n, c in counts.items() if n not in b.why]
-    if rest:
-        shown = ", ".join(rest[:8]) + (f" and {len(rest) - 8} more" if len(rest) > 8 else "")
-        notes.append(f"traced layers planned as generic (not transformer blocks; costed from their traced ops): {shown}")
-    moe = sorted({f[0].name for f in b._recognised.values() if not isinstance(f, str) and f[0].is_moe})
-    if moe:
-        notes.append(f"traced expert blocks {', '.join(moe)}: run under balanced representative routing, "
-                     "FLOPs as top-k experts per token")
-    return notes
+    return Built(layers, traces, edges, tied, positions, trace_notes(b.why, b._recognised, traces))
 
 
 def _needs_formulas(slot: Slot, first: Instance | None) -> bool:

@@ -59,6 +59,43 @@ def example_inputs(make_inputs: MakeInputs | None, micro_batch: int, seq_len: in
     return args, kwargs, shapes != shapes2
 
 
+def sequence_flags(make_inputs: MakeInputs | None, micro_batch: int, seq_len: int) -> list[bool] | None:
+    """Per tensor input of ``make_inputs``, whether its shape follows ``seq_len`` (built on meta at
+    that length and twice it); None when every input does or there is no ``make_inputs``. A speech
+    encoder-decoder's features keep their length while its decoder ids follow ``seq_len``."""
+    if make_inputs is None:
+        return None
+    try:
+        with torch.device("meta"):
+            one = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, seq_len)))
+            two = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, 2 * seq_len)))
+    except Exception:  # example_inputs ran it already and reports its failures
+        return None
+    pairs = [(a, b) for a, b in zip(one, two) if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)]
+    flags = [a.shape != b.shape for a, b in pairs]
+    return flags if any(flags) and not all(flags) else None
+
+
+def index_values(make_inputs: MakeInputs | None, micro_batch: int, seq_len: int, args: tuple,
+                 kwargs: dict, max_elements: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(traced input, real value) of each integer or boolean input ``make_inputs`` builds on CPU (a
+    graph's ``edge_index``): the values data-dependent ops on indices read
+    (:func:`planner.intake.trace.routing.resolve`). ``make_inputs`` runs once more, off meta; inputs it
+    builds on meta (token ids), floating-point inputs and those over ``max_elements`` get none."""
+    if make_inputs is None:
+        return []
+    try:
+        real = pytree.tree_leaves(split_inputs(make_inputs(micro_batch, seq_len)))
+    except Exception:  # it ran on meta already; a CPU build is only a help
+        return []
+    traced = pytree.tree_leaves((args, kwargs))
+    if len(real) != len(traced):
+        return []
+    return [(t, r) for t, r in zip(traced, real) if isinstance(r, torch.Tensor) and isinstance(t, torch.Tensor)
+            and r.device.type == "cpu" and not r.is_floating_point() and not r.is_complex()
+            and r.shape == t.shape and r.numel() <= max_elements]
+
+
 def _to_meta(t: torch.Tensor) -> torch.Tensor:
     return t if t.device.type == "meta" else torch.empty_like(t, device="meta")
 
@@ -152,6 +189,8 @@ def hf_model(path: str) -> tuple[nn.Module, MakeInputs | None, str]:
     except Exception as exc:  # ImportError of an optional dependency included: bad input, not a crash
         raise InputError(f"transformers cannot build {file}: {type(exc).__name__}: {_first_line(exc)}") from exc
     make_inputs = _seq2seq_inputs if getattr(config, "is_encoder_decoder", False) else None
+    if getattr(module, "main_input_name", None) == "input_features" and getattr(config, "num_mel_bins", None):
+        make_inputs = _speech_inputs(config)
     if isinstance(getattr(config, "image_size", None), int) and getattr(config, "vocab_size", None) is None:
         make_inputs = _image_inputs(config.image_size, getattr(config, "num_channels", 3))
     return module, make_inputs, raw.get("_name_or_path") or file.parent.name or file.stem
@@ -163,14 +202,20 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _build_hf(model_cls: Any, config: Any) -> nn.Module:
-    """The model on the current device, SDPA attention, experts looped in eager code (transformers 5
+    """The model on the current device, experts looped in eager code (transformers 5
     ``experts_implementation``): each expert is a plain matmul the trace measures under representative
-    routing (:mod:`planner.intake.trace.routing`), not an opaque grouped kernel or a per-token weight gather."""
+    routing (:mod:`planner.intake.trace.routing`), not an opaque grouped kernel or a per-token weight gather.
+
+    Attention is SDPA, whose call the trace takes whole, where the class supports it; a class with
+    ``_supports_sdpa = False`` (gpt-oss, whose attention sinks SDPA lacks; Mamba, which has no
+    attention and which transformers refuses to build with an attention setting) is built with its
+    own default attention (eager: matmuls and a softmax, counted in full)."""
     build = model_cls.from_config if hasattr(model_cls, "from_config") else model_cls._from_config
+    attention = {} if getattr(model_cls, "_supports_sdpa", True) is False else {"attn_implementation": "sdpa"}
     try:
-        return build(config, attn_implementation="sdpa", experts_implementation="eager")
+        return build(config, **attention, experts_implementation="eager")
     except TypeError:  # transformers 4: no experts_implementation
-        return build(config, attn_implementation="sdpa")
+        return build(config, **attention)
 
 
 def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:
@@ -189,6 +234,17 @@ def _hf_class(transformers: Any, raw: dict, config: Any) -> Any:
 def _seq2seq_inputs(micro_batch: int, seq_len: int) -> dict[str, torch.Tensor]:
     """Encoder and decoder token ids of the same length (an encoder-decoder's example input)."""
     return {"input_ids": token_ids(micro_batch, seq_len), "decoder_input_ids": token_ids(micro_batch, seq_len)}
+
+
+def _speech_inputs(config: Any) -> MakeInputs:
+    """A speech encoder-decoder's example input (Whisper, ``WhisperEncoder.forward``): log-mel
+    features of the fixed length the encoder expects (``max_source_positions`` frames after its
+    stride-2 convolution: 3,000 mel frames, 30 s, for 1,500 encoder positions) and ``seq_len``
+    decoder tokens; ``--seq-len`` counts decoder tokens."""
+    frames = 2 * int(config.max_source_positions)
+    mels = int(config.num_mel_bins)
+    return lambda micro_batch, seq_len: {"input_features": torch.zeros((micro_batch, mels, frames), device="meta"),
+                                         "decoder_input_ids": token_ids(micro_batch, seq_len)}
 
 
 def _image_inputs(size: int, channels: int) -> MakeInputs:

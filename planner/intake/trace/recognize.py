@@ -18,7 +18,8 @@ What is read, and from where:
   ``top_k`` / ``num_experts_per_tok`` / ``moe_top_k`` / ``topk`` / ``num_selected_experts`` attribute;
   **when no such attribute exists, top-2 is assumed** (Mixtral, GShard).
 - Norm kind from the first norm (:func:`planner.intake.trace.units.norm_kind`); biases from the
-  projections; causal from the traced SDPA ``is_causal``, else an ``is_causal`` attribute, else
+  projections; the attention layout (sliding window, chunk) per layer by
+  :mod:`planner.intake.trace.layout`; causal from the traced SDPA ``is_causal``, else an ``is_causal`` attribute, else
   False under an ``encoder`` path, else True in a language model (a decoder) and False otherwise.
 
 The block's parameters must be at least what ``costmodel.flops.layer_params`` counts for the layer;
@@ -36,6 +37,7 @@ from torch import nn
 
 from costmodel.params import layer_params, norm_params
 from costmodel.specs import TransformerLayer
+from planner.intake.trace.layout import block_layout
 from planner.intake.trace.record import OpRecord
 from planner.intake.trace.recognize_mla import mla_shape, reads_a_latent
 from planner.intake.trace.units import attention_modules, count_params, linear_dims, module_signature, norm_kind
@@ -231,18 +233,18 @@ def _causal(sdpa: OpRecord | None, self_module: nn.Module, path: str, lm: bool, 
     return lm
 
 
-def _sliding_window(attn: nn.Module) -> int | None:
-    """The attention window: the module's own ``sliding_window`` (None there means full attention,
-    as Qwen2 and Gemma set it per layer), else its config's (Mistral in transformers 5 passes
-    ``config.sliding_window`` at call time)."""
-    if "sliding_window" in vars(attn):
-        value = vars(attn)["sliding_window"]
-        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
-    config = getattr(attn, "config", None)
-    value = getattr(config, "sliding_window", None) if config is not None else None
-    if getattr(config, "use_sliding_window", True) is False:
+def _keys_read(ops: list[OpRecord], sdpa: OpRecord | None, context: int | None) -> int | None:
+    """Keys per query of a block's attention when they are not the traced ``context``, else None:
+    the SDPA call's key count, or, for scores written out as matmuls (timm's Swin by default), the
+    last side of the first product of two activations that has no two sides equal to the context."""
+    if context is None:
         return None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    if sdpa is not None:
+        return sdpa.dims[3] if sdpa.dims[3] != context else None
+    products = [op for op in ops if op.kind == "matmul" and op.act_act and op.dims]
+    if products and not any(sum(1 for d in op.dims if d == context) >= 2 for op in products):
+        return products[0].dims[2]
+    return None
 
 
 def _dropout(module: nn.Module, attn_modules: list[nn.Module]) -> bool:
@@ -323,8 +325,9 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
     if isinstance(found, str):
         return found
     facts, skip, sdpa, self_module = found
-    if context is not None and sdpa[0] is not None and sdpa[0].dims[3] != context:
-        return (f"its attention reads {sdpa[0].dims[3]} keys per query (windows), not the "
+    keys = _keys_read(ops, sdpa[0], context)
+    if keys is not None:
+        return (f"its attention reads {keys} keys per query (windows), not the "
                 f"{context}-token context a transformer layer attends over")
     main, h = facts[0], facts[0].hidden
     moe = _expert_list(block, h, skip) or _fused_experts(block, h, skip)
@@ -342,6 +345,7 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
         return f"shared-expert projections ({widths}) are not an MLP of width {h}"
     ffn, gated = (moe.ffn, moe.gated) if moe else shape  # type: ignore[misc]
     cross = len(facts) == 2
+    layout = block_layout(module, self_module)
     layer = TransformerLayer(
         name=name, hidden_size=h, num_heads=main.heads, num_kv_heads=main.kv_heads,
         head_dim=main.head_dim, ffn_hidden_size=ffn,
@@ -355,12 +359,15 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
         causal=_causal(sdpa[0], self_module, path, lm, cross=cross),
         cross_attention=cross,
         dropout=_dropout(module, [m for n, m in module.named_modules() if n in skip]),
-        sliding_window=_sliding_window(self_module),
+        sliding_window=layout.sliding_window, attention_chunk=layout.attention_chunk,
         **(main.mla or {}),
     )
     surplus = count_params(module) - layer_params(layer)
     if surplus and surplus == 2 * norm_params(layer.norm, layer.head_dim) and _head_norms(module, layer.head_dim) == 2:
         layer, surplus = layer.model_copy(update={"qk_norm": True}), 0  # per-head q/k norms (Qwen3)
+    if surplus < 0 and layer.qkv_bias:  # some input projections lack a bias (Whisper's k_proj): the
+        layer = layer.model_copy(update={"qkv_bias": False})  # others' biases become surplus parameters
+        surplus = count_params(module) - layer_params(layer)
     if surplus < 0:
         return f"holds {-surplus:,} fewer parameters than the transformer layout read from it"
     return layer, surplus

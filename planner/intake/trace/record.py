@@ -140,6 +140,9 @@ class Instance:
     """Producer instance -> storage -> bytes of the data tensors this instance read from it."""
     loose_params: int = 0
     """Parameters owned directly by a container module, first read by this instance."""
+    reads_sequence: bool = False
+    """One of its own (not glue) ops read a tensor computed from an input whose length follows
+    ``seq_len`` (a decoder's token ids, not a speech encoder's fixed-length features)."""
 
 
 def _is_view(func: Any) -> bool:
@@ -155,8 +158,10 @@ class Recorder:
     """Collects :class:`Instance` records for one trace; see the module docstring."""
 
     def __init__(self, units: UnitMap, param_tensors: list[torch.Tensor], loose: list[torch.Tensor],
-                 inputs: list[torch.Tensor]) -> None:
+                 inputs: list[torch.Tensor], sequence_inputs: list[torch.Tensor] | None = None) -> None:
         self.units = units
+        self._seq: set[int] = {sid(t) for t in (inputs if sequence_inputs is None else sequence_inputs)}
+        """Storages computed from the inputs whose length follows ``seq_len`` (all inputs by default)."""
         self.instances: list[Instance] = []
         self.path = ""
         self.in_flight: str | None = None
@@ -230,6 +235,7 @@ class Recorder:
         ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
         outs = [x for x in pytree.tree_leaves(out) if isinstance(x, torch.Tensor)]
         data_in = self._consume(inst, ins)
+        self._follow_sequence(inst, glue, ins, outs)
         name = func._schema.name.split("::")[-1]
         qualified = str(func.overloadpacket) if hasattr(func, "overloadpacket") else name
         floats = [t for t in ins if t.is_floating_point()]
@@ -261,6 +267,12 @@ class Recorder:
             out_dtypes=tuple(str(t.dtype).removeprefix("torch.") for t in outs), glue=glue,
             act_act=act_act, dims=dims, data_in=data_in,
         ))
+
+    def _follow_sequence(self, inst: Instance, glue: bool, ins: list[torch.Tensor], outs: list[torch.Tensor]) -> None:
+        """Carry the sequence mark from ``ins`` to ``outs``; an instance's own op reading it marks the instance."""
+        if any(sid(t) in self._seq for t in ins):
+            self._seq.update(sid(t) for t in outs)
+            inst.reads_sequence = inst.reads_sequence or not glue
 
     def _matmul_facts(self, name: str, args: tuple) -> tuple[bool, tuple[int, ...]]:
         """Whether both matrix operands are activations, and the (m, k, n) of the product."""
@@ -299,6 +311,7 @@ class Recorder:
         inst, glue = self._target()
         ins = [t for t in (query, key, value, attn_mask) if isinstance(t, torch.Tensor)]
         data_in = self._consume(inst, ins)
+        self._follow_sequence(inst, glue, ins, [out])
         self._produce(inst, [out], data_in, rebind=False)
         saved = inst.glue_saved if glue else inst.saved
         for t in (query, key, value, out):

@@ -71,6 +71,8 @@ def resolve(func: Any, args: tuple, kwargs: dict, shadows: Shadows) -> tuple[boo
     if func is _aten._to_copy.default and str(kwargs.get("device")) == "cpu" and args[0].device.type == "meta":
         real = shadows.get(args[0])  # ``.tolist()`` / ``.cpu()`` of a routing count: its real value
         return (True, real.clone()) if real is not None else (False, None)
+    if func is _aten.index.Tensor:
+        return _index(args, shadows)
     if func not in DATA_DEPENDENT:
         return False, None
     tensors = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
@@ -87,3 +89,27 @@ def resolve(func: Any, args: tuple, kwargs: dict, shadows: Shadows) -> tuple[boo
     for t, r in zip(traced, outs):
         shadows.set(t, r)
     return True, traced[0] if isinstance(real, torch.Tensor) else type(real)(traced)
+
+
+def _index(args: tuple, shadows: Shadows) -> tuple[bool, Any]:
+    """``aten.index`` (``x[mask]``, ``edge_index[:, mask]``: torch_geometric's ``remove_self_loops``)
+    whose indices have real values: run on the real data, or on zeros of the data's shape when the
+    data has none (a float feature matrix: only the output's shape is needed). A boolean mask has no
+    meta kernel (its output length is the mask's count). Not handled when an index has no value."""
+    data, indices = args[0], list(args[1])
+    given = [i for i in indices if i is not None]
+    if not given or any(shadows.get(i) is None for i in given):
+        return False, None
+    real_data = shadows.get(data)
+    if real_data is None and data.numel() > shadows.max_elements:
+        return False, None
+    with _disable_current_modes():
+        stand_in = real_data if real_data is not None else torch.zeros(data.shape, dtype=data.dtype)
+        try:
+            real = _aten.index.Tensor(stand_in, [shadows.get(i) if i is not None else None for i in indices])
+        except (IndexError, RuntimeError):  # out of range on these values: the op itself runs (and says so)
+            return False, None
+        traced = torch.empty(real.shape, dtype=real.dtype, device=data.device)
+    if real_data is not None:
+        shadows.set(traced, real)
+    return True, traced

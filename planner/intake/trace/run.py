@@ -36,7 +36,8 @@ from planner.intake.trace.stubs import StubInstaller
 from planner.intake.trace.units import UnitMap
 
 METHODS = ("meta", "export", "fake")
-CONFIG_HINT = "use --model path/to/config.json without --trace (or a preset)"
+CONFIG_HINT = ("a preset, or a config.json read without --trace where meshplan knows its family "
+               "(meshplan list models), plans without tracing")
 
 
 @dataclass
@@ -127,7 +128,11 @@ class _Interpreter(fx.Interpreter):
 class _Run:
     """One attempt: a method, an opaque set; builds the recorder and executes."""
 
-    def __init__(self, module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, opaque: set[str]) -> None:
+    def __init__(self, module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, opaque: set[str],
+                 values: list[tuple[torch.Tensor, torch.Tensor]] = ()) -> None:  # type: ignore[assignment]
+        self.values = values
+        self.sequence: list[bool] | None = None
+        """Per tensor input, whether its length follows ``seq_len`` (None: all do)."""
         self.module = module
         self.units = units
         self.args = args
@@ -146,7 +151,11 @@ class _Run:
 
     def _recorder(self, inputs: list[torch.Tensor]) -> Recorder:
         tensors = list(self.module.parameters()) + list(self.module.buffers())
-        return Recorder(self.units, tensors, self._loose_params(), inputs)
+        sequence = None if self.sequence is None else [t for t, s in zip(inputs, self.sequence) if s]
+        recorder = Recorder(self.units, tensors, self._loose_params(), inputs, sequence)
+        for traced, real in self.values:
+            recorder.shadows.set(traced, real)
+        return recorder
 
     def _stubs(self) -> StubInstaller:
         return StubInstaller(self.units.modules, self.units.groups(), self.opaque)
@@ -300,17 +309,20 @@ def _attempts(method: str, module: nn.Module | None = None) -> Iterator[str]:
 
 
 def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, label: str,
-              method: str = "auto") -> RawTrace:
+              method: str = "auto", values: list[tuple[torch.Tensor, torch.Tensor]] = (),  # type: ignore[assignment]
+              sequence: list[bool] | None = None) -> RawTrace:
     """Trace ``module`` once (see the module docstring); raise InputError naming the failure.
 
     Every method is tried with every block running its own code first (representative routing,
     :mod:`planner.intake.trace.routing`, lets most expert blocks run); only when all fail are the failing
-    blocks made opaque, method by method."""
+    blocks made opaque, method by method. ``values`` are real values of integer inputs (a graph's
+    edges) for the ops whose output shape depends on them (:func:`planner.intake.trace.load.index_values`);
+    ``sequence`` says which tensor inputs follow ``seq_len`` (:func:`planner.intake.trace.load.sequence_flags`)."""
     failures: dict[str, _Failure] = {}
     first: dict[str, _Failure] = {}
     for attempt in _attempts(method, module):
         try:
-            return _execute(module, units, args, kwargs, attempt, set())
+            return _execute(module, units, args, kwargs, attempt, set(), values, sequence)
         except _TraceError as err:
             first[attempt] = err.failure
     for attempt in _attempts(method, module):
@@ -323,7 +335,7 @@ def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, l
                 break
             opaque = opaque | _group_of(units, block)
             try:
-                return _execute(module, units, args, kwargs, attempt, opaque)
+                return _execute(module, units, args, kwargs, attempt, opaque, values, sequence)
             except _TraceError as err:
                 err_failure = err.failure
     # the eager meta run fails closest to the user's code (export wraps errors, fake ones are terse)
@@ -334,6 +346,8 @@ def run_trace(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, *, l
 
 
 def _execute(module: nn.Module, units: UnitMap, args: tuple, kwargs: dict, attempt: str,
-             opaque: set[str]) -> RawTrace:
-    run = _Run(module, units, args, kwargs, opaque)
+             opaque: set[str], values: list[tuple[torch.Tensor, torch.Tensor]] = (),  # type: ignore[assignment]
+             sequence: list[bool] | None = None) -> RawTrace:
+    run = _Run(module, units, args, kwargs, opaque, values)
+    run.sequence = sequence if attempt == "meta" else None  # the other methods rebuild their inputs
     return getattr(run, attempt if attempt != "meta" else "eager")()

@@ -20,6 +20,8 @@ from typing import Literal
 import torch
 from torch import nn
 
+from planner.intake.trace.layout import stated_layout
+
 UnitKind = Literal["block", "element", "tables", "embedding", "leaf"]
 
 _ATTENTION_NAME = re.compile(r"attn|attention", re.IGNORECASE)
@@ -167,11 +169,13 @@ def looks_like_block(module: nn.Module) -> bool:
 
 
 def module_signature(module: nn.Module) -> tuple:
-    """What makes two units interchangeable: class, parameter and buffer shapes, submodule classes."""
+    """What makes two units interchangeable: class, parameter and buffer shapes, submodule classes,
+    and the attention layout the unit states (:mod:`planner.intake.trace.layout`: a sliding-window
+    layer of Gemma 3 is not traced for its global layers)."""
     params = tuple((n, tuple(p.shape), p.dtype) for n, p in module.named_parameters())
     buffers = tuple((n, tuple(b.shape), b.dtype) for n, b in module.named_buffers())
     kinds = tuple(type(m).__qualname__ for m in module.modules())
-    return (type(module).__qualname__, params, buffers, kinds)
+    return (type(module).__qualname__, params, buffers, kinds, stated_layout(module))
 
 
 def _classify(module: nn.Module, parent: nn.Module | None, blocks: set[int], holders: set[int]) -> UnitKind | None:

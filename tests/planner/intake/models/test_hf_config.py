@@ -275,8 +275,8 @@ def test_unknown_and_missing_model_type(tmp_path: Path) -> None:
     message = one_line_error(write(tmp_path, {**TINY, "model_type": "t5"}))
     assert "model_type 't5'" in message and "llama" in message and "meshplan list models" in message
     assert "lacks 'model_type'" in one_line_error(write(tmp_path, TINY))
-    nested = {"model_type": "gemma3", "text_config": {**TINY, "model_type": "gemma3_text"}}
-    assert "model_type 'gemma3'" in one_line_error(write(tmp_path, nested))
+    nested = {"model_type": "paligemma", "text_config": {**TINY, "model_type": "paligemma_text"}}
+    assert "model_type 'paligemma'" in one_line_error(write(tmp_path, nested))
 
 
 def test_missing_key_names_its_alias(tmp_path: Path) -> None:

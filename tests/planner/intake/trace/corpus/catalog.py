@@ -38,6 +38,8 @@ class Entry:
     plan: dict = field(default_factory=lambda: dict(global_batch=64, seq_len=2048))
     """``planner.plan`` settings of the full-size model (16 A100s unless ``gpus`` is given)."""
     twin_seq_len: int = 2048
+    reference_note: str = ""
+    """Where FlopCounterMode's count is not the model's FLOPs, what the reference is instead."""
 
     @property
     def hf(self) -> bool:
@@ -60,11 +62,15 @@ ENTRIES: tuple[Entry, ...] = (
     Entry("timm_vit", "timm vision_transformer.py (ViT-L/16)", {"transformer": 2}, "timm_models.py", plan=VISION),
     Entry("timm_swin", "timm swin_transformer.py (Swin-T: shifted windows, relative position bias, patch merging)",
           {"generic": 10, "norm": 4}, "timm_swin.py", plan=VISION),
+    Entry("timm_swin_base", "timm swin_transformer.py default path (Swin-B: attention scores as matmuls)",
+          {"generic": 10, "norm": 4}, "timm_swin.py", plan=VISION),
     Entry("timm_convnext", "timm convnext.py (ConvNeXt-B)", {"generic": 1}, "timm_models.py", plan=VISION),
     Entry("resnet50", "torchvision resnet.py (ResNet-50 Bottleneck)", {"generic": 1}, "zoo_models.py", plan=VISION),
     Entry("dlrm", "torchrec DLRM (EmbeddingBag tables, interaction)", {"generic": 1}, "zoo_models.py",
           plan=dict(global_batch=1024, seq_len=1)),
     Entry("pyg_graphsage", "torch_geometric GraphSAGE (real package)", {"generic": 1}, "packages.py",
+          plan=dict(global_batch=64, seq_len=1)),
+    Entry("pyg_gat", "torch_geometric GAT (real package: boolean edge masks)", {"generic": 1}, "packages.py",
           plan=dict(global_batch=64, seq_len=1)),
     Entry("diffusers_unet", "diffusers UNet2DModel (real package)", {"generic": 1}, "packages.py",
           plan=dict(global_batch=64, seq_len=1)),
@@ -80,6 +86,18 @@ ENTRIES: tuple[Entry, ...] = (
           twin="config"),
     Entry("hf_deepseek_v3", "transformers DeepseekV3ForCausalLM --trace (MLA, shared experts)",
           LM | {"transformer": 3}, twin="config", plan=dict(gpus=1024, global_batch=1024, seq_len=4096)),
+    Entry("hf_gemma3", "transformers Gemma3ForCausalLM --trace (gemma3_text: five sliding layers to one global)",
+          LM | {"transformer": 2}, twin="config", twin_seq_len=8192),
+    Entry("hf_llama4", "transformers Llama4ForCausalLM --trace (llama4_text: chunked attention, 16 experts)",
+          LM | {"transformer": 2}, twin="config", plan=dict(gpus=128, global_batch=256, seq_len=8192),
+          twin_seq_len=16384, reference_note="FlopCounterMode less the unselected experts transformers "
+          "runs on zeros: (E - k) x 6·h·f per token per MoE layer"),
+    Entry("hf_gpt_oss", "transformers GptOssForCausalLM --trace (sliding 128 / full alternating, sinks, eager)",
+          LM | {"transformer": 2}, twin="config", twin_seq_len=8192),
+    Entry("hf_whisper", "transformers WhisperForConditionalGeneration --trace (fixed 1,500-frame encoder)",
+          {"transformer": 4, "embedding": 1}, plan=dict(global_batch=64, seq_len=448)),
+    Entry("hf_mamba", "transformers MambaForCausalLM --trace (selective state space, no attention)",
+          {"generic": 3, "norm": 1}),
     Entry("hf_t5", "transformers T5ForConditionalGeneration --trace", {"transformer": 4},
           plan=dict(global_batch=64, seq_len=512)),
     Entry("hf_bert", "transformers BertForMaskedLM --trace", {"transformer": 2, "embedding": 1},
@@ -197,3 +215,28 @@ def reference_flops(module: nn.Module, make_inputs: Any, micro_batch: int, seq_l
     with FlopCounterMode(display=False) as counter, sdpa:
         module(*args, **kwargs)
     return counter.get_total_flops() + sdpa.flops
+
+
+def unselected_expert_flops(entry: Entry, tokens: int) -> float:
+    """Forward FLOPs a real run spends on experts the router did not pick (0 for most entries).
+
+    transformers' ``Llama4TextMoe.forward`` runs every expert on every token, scaling the input by
+    the router score, which is zero for the experts not in the top-k: FlopCounterMode counts
+    ``E`` experts per token where the model's work is ``k``. Each expert is a gated MLP of three
+    ``h x f`` GEMMs, 6·h·f FLOPs per token (2mkn per GEMM); every ``interleave_moe_layer_step``-th
+    layer holds experts (``Llama4TextConfig``)."""
+    if entry.name != "hf_llama4":
+        return 0.0
+    from hf_configs import SMALL  # noqa: PLC0415
+
+    cfg = SMALL[entry.name]
+    experts, top_k = cfg["num_local_experts"], cfg["num_experts_per_tok"]
+    moe_layers = cfg["num_hidden_layers"] // cfg["interleave_moe_layer_step"]
+    return (experts - top_k) * 6.0 * cfg["hidden_size"] * cfg["intermediate_size"] * tokens * moe_layers
+
+
+def reference_for(entry: Entry, module: nn.Module, make_inputs: Any, micro_batch: int, seq_len: int) -> float:
+    """The entry's reference forward FLOPs: :func:`reference_flops`, less the work of
+    :func:`unselected_expert_flops` where the library computes experts densely."""
+    return reference_flops(module, make_inputs, micro_batch, seq_len) - \
+        unselected_expert_flops(entry, micro_batch * seq_len)

@@ -61,6 +61,36 @@ FULL: dict[str, Config] = {
     "hf_vit": dict(model_type="vit", architectures=["ViTForImageClassification"], hidden_size=768,
                    intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12, image_size=224,
                    patch_size=16, num_labels=1000),
+    # google/gemma-3-4b-pt/config.json "text_config" as a top-level gemma3_text file (five sliding-window
+    # layers of 1,024 to one global, head_dim 256, GQA 8/4)
+    "hf_gemma3": dict(model_type="gemma3_text", architectures=["Gemma3ForCausalLM"], hidden_size=2560,
+                      intermediate_size=10240, num_hidden_layers=34, num_attention_heads=8, num_key_value_heads=4,
+                      head_dim=256, vocab_size=262208, max_position_embeddings=131072, sliding_window=1024,
+                      sliding_window_pattern=6, query_pre_attn_scalar=256, hidden_activation="gelu_pytorch_tanh",
+                      tie_word_embeddings=True),
+    # meta-llama/Llama-4-Scout-17B-16E/config.json "text_config" (chunked attention of 8,192 tokens on three
+    # layers of four, 16 experts top-1 with a shared expert on every layer), as a top-level llama4_text file
+    "hf_llama4": dict(model_type="llama4_text", architectures=["Llama4ForCausalLM"], hidden_size=5120,
+                      intermediate_size=8192, intermediate_size_mlp=16384, num_hidden_layers=48,
+                      num_attention_heads=40, num_key_value_heads=8, head_dim=128, num_local_experts=16,
+                      num_experts_per_tok=1, interleave_moe_layer_step=1, vocab_size=202048,
+                      max_position_embeddings=10485760, attention_chunk_size=8192, use_qk_norm=True,
+                      no_rope_layer_interval=4, tie_word_embeddings=False),
+    # openai/gpt-oss-20b/config.json (sliding 128 and full layers alternating, attention sinks, 32 experts top-4)
+    "hf_gpt_oss": dict(model_type="gpt_oss", architectures=["GptOssForCausalLM"], hidden_size=2880,
+                       intermediate_size=2880, num_hidden_layers=24, num_attention_heads=64, num_key_value_heads=8,
+                       head_dim=64, num_local_experts=32, num_experts_per_tok=4, vocab_size=201088,
+                       max_position_embeddings=131072, sliding_window=128, attention_bias=True,
+                       layer_types=["sliding_attention", "full_attention"] * 12, tie_word_embeddings=False),
+    # openai/whisper-small/config.json (an encoder of 1,500 frames from 80 mel bins, a decoder of up to 448 tokens)
+    "hf_whisper": dict(model_type="whisper", architectures=["WhisperForConditionalGeneration"], d_model=768,
+                       encoder_layers=12, decoder_layers=12, encoder_attention_heads=12, decoder_attention_heads=12,
+                       encoder_ffn_dim=3072, decoder_ffn_dim=3072, vocab_size=51865, num_mel_bins=80,
+                       max_source_positions=1500, max_target_positions=448, tie_word_embeddings=True),
+    # state-spaces/mamba-370m-hf/config.json (48 selective state-space blocks, no attention)
+    "hf_mamba": dict(model_type="mamba", architectures=["MambaForCausalLM"], hidden_size=1024, num_hidden_layers=48,
+                     vocab_size=50280, state_size=16, expand=2, conv_kernel=4, time_step_rank=64,
+                     tie_word_embeddings=True),
 }
 
 _SMALL_COMMON: Config = dict(vocab_size=512, max_position_embeddings=512)
@@ -90,4 +120,22 @@ SMALL: dict[str, Config] = {
                                                       num_attention_heads=4),
     "hf_vit": FULL["hf_vit"] | dict(hidden_size=64, intermediate_size=256, num_hidden_layers=2,
                                     num_attention_heads=4, image_size=32, patch_size=8, num_labels=10),
+    "hf_gemma3": FULL["hf_gemma3"] | _SMALL_COMMON | dict(hidden_size=64, intermediate_size=176, num_hidden_layers=6,
+                                                          num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                                          sliding_window=8, sliding_window_pattern=3,
+                                                          query_pre_attn_scalar=16),
+    "hf_llama4": FULL["hf_llama4"] | _SMALL_COMMON | dict(
+        hidden_size=64, intermediate_size=96, intermediate_size_mlp=176, num_hidden_layers=4, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, num_local_experts=4, attention_chunk_size=8),
+    "hf_gpt_oss": FULL["hf_gpt_oss"] | _SMALL_COMMON | dict(
+        hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+        head_dim=16, num_local_experts=4, num_experts_per_tok=2, sliding_window=8,
+        layer_types=["sliding_attention", "full_attention"]),
+    "hf_whisper": FULL["hf_whisper"] | dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                                            decoder_attention_heads=4, encoder_ffn_dim=128, decoder_ffn_dim=128,
+                                            vocab_size=512, num_mel_bins=16, max_source_positions=40,
+                                            max_target_positions=128, pad_token_id=0, bos_token_id=1,
+                                            eos_token_id=2, decoder_start_token_id=1),
+    "hf_mamba": FULL["hf_mamba"] | dict(hidden_size=64, num_hidden_layers=2, vocab_size=512, state_size=8,
+                                        time_step_rank=8),
 }

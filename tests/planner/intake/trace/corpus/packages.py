@@ -1,5 +1,5 @@
 """Corpus models from the real packages that install beside torch 2.13 (the ``test`` extra):
-torch_geometric's GraphSAGE and diffusers' UNet2DModel."""
+torch_geometric's GraphSAGE and GAT, and diffusers' UNet2DModel."""
 
 from __future__ import annotations
 
@@ -27,6 +27,20 @@ def pyg_graphsage_small():
     from torch_geometric.nn import GraphSAGE
 
     return GraphSAGE(16, 32, num_layers=2, out_channels=8), _graph(32, 16, 4)
+
+
+def pyg_gat():
+    """torch_geometric.nn.GAT: 3 GATConv layers of 4 heads (self-loops removed and added again: a
+    boolean mask over the edges), 256 wide, 128 features."""
+    from torch_geometric.nn import GAT
+
+    return GAT(128, 256, num_layers=3, out_channels=64, heads=4), _graph(1024, 128, 8)
+
+
+def pyg_gat_small():
+    from torch_geometric.nn import GAT
+
+    return GAT(16, 32, num_layers=2, out_channels=8, heads=4), _graph(32, 16, 4)
 
 
 def _unet_inputs(size: int):

@@ -12,6 +12,8 @@ windows shifted by w/2 with a ``torch.roll`` and the -100 ``attn_mask`` buffer b
 the start of stages 2-4, a final LayerNorm, average pooling and the ``head.fc`` classifier.
 
 Swin-T (``swin_tiny_patch4_window7_224``): 28,288,354 parameters, as timm's model card states.
+``timm_swin_base`` is Swin-B on timm's default path for Swin, attention scores written out as matmuls
+(fused attention is "experimental" for it in timm).
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ def relative_position_index(w: int) -> torch.Tensor:
 
 
 class WindowAttention(nn.Module):
-    def __init__(self, dim: int, num_heads: int, window: int) -> None:
+    def __init__(self, dim: int, num_heads: int, window: int, fused: bool = True) -> None:
         super().__init__()
         self.num_heads, self.window_area = num_heads, window * window
+        self.fused_attn = fused  # timm: use_fused_attn(experimental=True), False unless TIMM_FUSED_ATTN says so
         self.relative_position_bias_table = nn.Parameter(torch.zeros((2 * window - 1) ** 2, num_heads))
         self.register_buffer("relative_position_index", relative_position_index(window).view(-1), persistent=False)
         self.qkv = nn.Linear(dim, dim * 3, bias=True)
@@ -63,7 +66,11 @@ class WindowAttention(nn.Module):
             num_win = mask.shape[0]
             mask = mask.view(1, num_win, 1, N, N).expand(B_ // num_win, -1, self.num_heads, -1, -1)
             attn_mask = attn_mask + mask.reshape(-1, self.num_heads, N, N)
-        x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        if self.fused_attn:
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask)
+        else:  # timm's default path: the scores written out with matmuls and a softmax
+            scores = (q * q.shape[-1] ** -0.5) @ k.transpose(-2, -1)
+            x = (scores + attn_mask).softmax(dim=-1) @ v
         return self.proj(x.transpose(1, 2).reshape(B_, N, -1))
 
 
@@ -81,12 +88,12 @@ def shifted_window_mask(resolution: int, window: int, shift: int) -> torch.Tenso
 
 
 class SwinTransformerBlock(nn.Module):
-    def __init__(self, dim: int, resolution: int, num_heads: int, window: int, shift: int) -> None:
+    def __init__(self, dim: int, resolution: int, num_heads: int, window: int, shift: int, fused: bool) -> None:
         super().__init__()
         self.window = min(window, resolution)
         self.shift = 0 if resolution <= window else shift
         self.norm1 = nn.LayerNorm(dim)
-        self.attn = WindowAttention(dim, num_heads, self.window)
+        self.attn = WindowAttention(dim, num_heads, self.window, fused)
         self.norm2, self.mlp = nn.LayerNorm(dim), Mlp(dim, 4 * dim)
         mask = shifted_window_mask(resolution, self.window, self.shift) if self.shift else None
         self.register_buffer("attn_mask", mask, persistent=False)
@@ -130,11 +137,12 @@ class PatchEmbed(nn.Module):
 
 
 class SwinTransformerStage(nn.Module):
-    def __init__(self, dim: int, out_dim: int, resolution: int, depth: int, heads: int, window: int, merge: bool) -> None:
+    def __init__(self, dim: int, out_dim: int, resolution: int, depth: int, heads: int, window: int, merge: bool,
+                 fused: bool) -> None:
         super().__init__()
         self.downsample = PatchMerging(dim) if merge else nn.Identity()
         self.blocks = nn.Sequential(*[
-            SwinTransformerBlock(out_dim, resolution, heads, window, 0 if i % 2 == 0 else window // 2)
+            SwinTransformerBlock(out_dim, resolution, heads, window, 0 if i % 2 == 0 else window // 2, fused)
             for i in range(depth)])
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -152,14 +160,14 @@ class ClassifierHead(nn.Module):
 
 class SwinTransformer(nn.Module):
     def __init__(self, img: int, patch: int, dim: int, depths: tuple[int, ...], heads: tuple[int, ...],
-                 window: int, classes: int) -> None:
+                 window: int, classes: int, fused: bool = True) -> None:
         super().__init__()
         self.patch_embed = PatchEmbed(patch, dim)
         stages, res = [], img // patch
         for i, (depth, h) in enumerate(zip(depths, heads)):
             in_dim, out_dim = dim * 2 ** max(i - 1, 0), dim * 2 ** i
             res = res // 2 if i else res
-            stages.append(SwinTransformerStage(in_dim, out_dim, res, depth, h, window, merge=i > 0))
+            stages.append(SwinTransformerStage(in_dim, out_dim, res, depth, h, window, i > 0, fused))
         self.layers = nn.Sequential(*stages)
         self.norm = nn.LayerNorm(dim * 2 ** (len(depths) - 1))
         self.head = ClassifierHead(dim * 2 ** (len(depths) - 1), classes)
@@ -175,3 +183,13 @@ def timm_swin():
 
 def timm_swin_small():
     return SwinTransformer(32, 2, 16, (2, 2, 2), (2, 4, 8), 4, 10), _images(32)
+
+
+def timm_swin_base():
+    """``swin_base_patch4_window7_224`` as timm runs it by default (fused attention is experimental for
+    Swin, so the scores are explicit matmuls): width 128, depths (2, 2, 18, 2), heads (4, 8, 16, 32)."""
+    return SwinTransformer(224, 4, 128, (2, 2, 18, 2), (4, 8, 16, 32), 7, 1000, fused=False), _images(224)
+
+
+def timm_swin_base_small():
+    return SwinTransformer(32, 2, 16, (2, 2, 2), (2, 4, 8), 4, 10, fused=False), _images(32)
