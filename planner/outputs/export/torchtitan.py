@@ -28,7 +28,6 @@ Module names are those of 0.3.0's ``Decoder``: ``tok_embeddings``, ``layers.<i>`
 from __future__ import annotations
 
 import json
-
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
