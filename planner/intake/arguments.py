@@ -30,7 +30,20 @@ def resolve_model_arg(model: Any, trace: bool = False) -> ModelSpec:
     return spec
 
 
+def utf8_problem(text: str, what: str) -> str | None:
+    """Why ``text`` cannot be stored in a plan: it holds bytes that are not UTF-8 (a path from a
+    file system whose names are not UTF-8 arrives with lone surrogates, which JSON cannot carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"{what} '{shown:.80}' is not valid UTF-8 (at character {err.start}); rename the file or folder to a UTF-8 name"
+    return None
+
+
 def _resolve_model(model: Any, trace: bool) -> ModelSpec:
+    if isinstance(model, str) and (problem := utf8_problem(model, "model")):
+        raise InputError(problem)
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, str) and trace:
@@ -101,6 +114,9 @@ def resolve_cluster_arg(cluster: Any) -> ClusterSpec:
         spec = cluster
     elif isinstance(cluster, (str, os.PathLike)):
         from planner.intake.jsonio import check_file
+
+        if problem := utf8_problem(os.fspath(cluster) if not isinstance(cluster, bytes) else "", "cluster"):
+            raise InputError(problem)
         from profiles import ProfileError, load_cluster
 
         check_file(cluster, f"cluster file {str(cluster)!r:.60}")
