@@ -93,7 +93,7 @@ def _record_run(path: Path, cluster: ClusterSpec, models: _Models) -> Observatio
     from planner.runtime.record import RunRecord
 
     where = f"run record {path}"
-    data = read_json(path, where, "give files written by meshplan run -o, or a CSV")
+    data = read_json(path, where, "it is not a meshplan run record: give files written by meshplan run -o, or a CSV")
     try:
         record = RunRecord.model_validate(data)
     except ValidationError as err:
@@ -122,9 +122,9 @@ def _check_measured(where: str, step_time_s: float, peak_memory_gib: float | Non
     """Refuse a step time that is not a finite positive number and a peak memory that is not finite
     and non-negative (NaN would reach the fit's logarithms and the written cluster file)."""
     if not math.isfinite(step_time_s) or step_time_s <= 0:
-        raise InputError(f"{where}: the step time must be a finite positive number of seconds, got {step_time_s!r}")
+        raise InputError(f"{where}: step_time_s must be positive and finite (seconds), got {step_time_s!r}")
     if peak_memory_gib is not None and (not math.isfinite(peak_memory_gib) or peak_memory_gib < 0):
-        raise InputError(f"{where}: the peak memory must be a finite non-negative number of GiB, got {peak_memory_gib!r}")
+        raise InputError(f"{where}: peak_memory_gib must be finite and at least 0 (GiB), got {peak_memory_gib!r}")
 
 
 def _csv_runs(path: Path, cluster: ClusterSpec, models: _Models) -> list[Observation]:
