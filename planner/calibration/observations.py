@@ -132,7 +132,14 @@ def _csv_runs(path: Path, cluster: ClusterSpec, models: _Models) -> list[Observa
     from planner.intake.jsonio import read_text
 
     text = read_text(path, f"runs CSV {path}", "give a CSV of measured runs")
-    reader = csv.DictReader(text.splitlines())
+    try:
+        return _csv_rows(path, csv.DictReader(text.splitlines()), cluster, models)
+    except csv.Error as err:  # a field over the csv module's limit, a NUL byte, ...
+        raise InputError(f"runs CSV {path} is not a CSV of runs ({err}); give a CSV of measured runs") from None
+
+
+def _csv_rows(path: Path, reader: csv.DictReader, cluster: ClusterSpec, models: _Models) -> list[Observation]:
+    """The rows of ``reader`` after its header is checked."""
     header = [h.strip().lower() for h in (reader.fieldnames or [])]
     missing = [c for c in REQUIRED if c not in header]
     unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
