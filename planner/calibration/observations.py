@@ -179,7 +179,7 @@ def _value(column: str, text: str, where: str) -> Any:
     """A CSV cell as the type its column needs."""
     try:
         if column in _INTS:
-            return int(text)
+            return _bounded(column, int(text), where)
         if column in ("step_time_s", "peak_memory_gib"):
             return float(text)
     except ValueError:
@@ -190,6 +190,16 @@ def _value(column: str, text: str, where: str) -> Any:
             raise InputError(f"{where}: column 'sp' must be true or false, got '{text}'")
         return flag in ("true", "1", "yes", "on")
     return text
+
+
+def _bounded(column: str, value: int, where: str) -> int:
+    """``value`` when it lies within ``meshplan plan``'s bounds (``planner.intake.arguments``)."""
+    from planner.intake.arguments import MAX_COUNT, MAX_GPUS
+
+    most = MAX_GPUS if column == "gpus" else MAX_COUNT
+    if not -1 <= value <= most:
+        raise InputError(f"{where}: column '{column}' must be at most {most:,}, got {str(value)[:20]}{'...' if len(str(value)) > 20 else ''}")
+    return value
 
 
 def observation_json(obs: Observation) -> dict[str, Any]:
