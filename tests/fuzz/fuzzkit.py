@@ -69,10 +69,11 @@ def run_cli(*argv: str, limit_s: float | None = None) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def assert_refused(*argv: str) -> str:
-    """The bad-input contract: exit 2 within :data:`CASE_LIMIT_S`, nothing on stdout, one
-    ``meshplan: error:`` line, no traceback."""
-    code, out, err = run_cli(*argv, limit_s=CASE_LIMIT_S)
+def assert_refused(*argv: str, limit_s: float = CASE_LIMIT_S) -> str:
+    """The bad-input contract: exit 2 within ``limit_s`` (:data:`CASE_LIMIT_S`; more for cases that
+    run a model factory, which is user code), nothing on stdout, one ``meshplan: error:`` line, no
+    traceback."""
+    code, out, err = run_cli(*argv, limit_s=limit_s)
     assert code == 2, f"exit {code} for {argv!r:.300}: {err[:500]}"
     assert out == "", f"stdout for {argv!r:.300}: {out[:200]}"
     lines = err.splitlines()
@@ -82,19 +83,12 @@ def assert_refused(*argv: str) -> str:
 
 
 def valid_plan_dict() -> dict[str, Any]:
-    """A plan meshplan validates (llama3.1-8b on 16 H100s), built from a fixed configuration."""
-    from costmodel.specs import ParallelConfig
-    from costmodel.step import estimate_step
-    from costmodel.table import build_cost_table
-    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
-    from planner.plans.build import build_plan
-    from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+    """A plan meshplan validates (llama3.1-8b on 16 H100s for Megatron-LM: tp 2 x pp 2 x dp 4, full
+    recomputation), the plan of exactly that configuration (``planner.plans.given.config_plan``)."""
+    from planner.plans.given import config_plan
 
-    spec, hw = resolve_model_arg("llama3.1-8b"), resolve_cluster_arg("dgx-h100")
-    cfg = ParallelConfig(tp=2, pp=2, dp=4, sp=True, zero=1, recompute="full", global_batch=64, seq_len=4096)
-    req = SearchRequest(gpus=16, global_batch=64, seq_len=4096, target="megatron", top_k=0)
-    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
-    plan = build_plan("llama3.1-8b", spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
+    plan = config_plan(model="llama3.1-8b", cluster="dgx-h100", gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2,
+                       recompute="full", zero=1, target="megatron")
     return json.loads(plan.to_json())
 
 
