@@ -117,3 +117,11 @@ def test_sweep_report_writes_all_or_nothing(tiny_dir, tmp_path) -> None:
     assert code == 2 and out == "" and err.splitlines()[-1].startswith("meshplan: error: --report"), err  # after the sweep's status line
     assert not (tmp_path / "t.html").exists() and [p.name for p in (tmp_path / "t_plans").iterdir()] == [later.name]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@settings(FUZZ, max_examples=10)
+@given(what=st.one_of(st.sampled_from(["", "model", "MODELS ", "clusters,gpus", "\udcff", "--json"]), st.text(max_size=12)))
+def test_list_refuses_unknown_kinds(what) -> None:
+    if what in ("models", "gpus", "clusters") or what.startswith("-"):
+        what = f"x{what}"
+    assert_refused("list", what)
