@@ -15,6 +15,7 @@ schedule; an explicit upper bound replaces the default cap of tp, cp, vpp and th
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -39,8 +40,9 @@ class Mesh:
 
 
 def divisors(n: int) -> list[int]:
-    """Positive divisors of ``n`` in increasing order."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """Positive divisors of ``n`` in increasing order (trial division up to sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 def blocks(model: ModelSpec) -> list[TransformerLayer]:
@@ -82,8 +84,8 @@ def _expert_degrees(experts: list[int], dp_cp: int) -> list[int]:
 def micro_batches(mesh: Mesh, req: SearchRequest) -> list[int]:
     """Micro-batch sizes dividing the per-replica batch."""
     per_replica, c = req.global_batch // mesh.dp, req.constraints
-    allowed = req.micro_batches or range(1, int(min(per_replica, c.cap("micro_batch", MAX_MICRO_BATCH))) + 1)
-    return [b for b in divisors(per_replica) if b in allowed and (c.micro_batch is None or c.allows("micro_batch", b))]
+    allowed = sorted(set(req.micro_batches)) if req.micro_batches else range(1, int(min(per_replica, c.cap("micro_batch", MAX_MICRO_BATCH))) + 1)
+    return [b for b in allowed if per_replica % b == 0 and (c.micro_batch is None or c.allows("micro_batch", b))]
 
 
 def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRequest) -> list[tuple[str, int]]:

@@ -4,13 +4,17 @@
 CSV columns (a header row, any order): ``model``, ``gpus``, ``global_batch``, ``seq_len``,
 ``step_time_s`` are required; ``tp``, ``pp``, ``cp``, ``vpp``, ``micro_batch``, ``sp``, ``recompute``,
 ``zero``, ``schedule`` (the ``meshplan estimate`` flags, same defaults), ``peak_memory_gib`` and
-``label`` are optional. ``model`` is what ``--model`` accepts; a relative path is looked up beside the
-CSV first.
+``label`` are optional. ``model`` is a preset or a config.json path (a relative path is looked up
+beside the CSV first). Neither a record nor a CSV makes meshplan run code: a model factory
+(``file.py:fn``) named in one is refused unless ``retrace`` is given (``calibrate --retrace``, only for
+files you trust). Both are read through ``planner.intake.jsonio`` (regular files only, at most
+16 MiB) and every number must be finite, step times positive.
 """
 
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -50,9 +54,30 @@ class Observation:
         return f"{self.model_arg} {summary(c)}, global batch {c.global_batch}, seq {c.seq_len}"
 
 
-def load_observations(paths: list[str], cluster: ClusterSpec) -> list[Observation]:
-    """Every run in ``paths`` (run-record JSON files and CSV files), checked against ``cluster``."""
-    models: dict[str, ModelSpec] = {}
+class _Models:
+    """The models the runs name, each resolved once; factories only with ``retrace``."""
+
+    def __init__(self, retrace: bool) -> None:
+        self.retrace = retrace
+        self.seen: dict[str, ModelSpec] = {}
+
+    def get(self, arg: str, where: str) -> ModelSpec:
+        """The model of ``arg``, named by the file ``where``."""
+        from planner.intake.arguments import resolve_model_arg
+        from planner.intake.models import names_factory
+
+        if arg not in self.seen:
+            if names_factory(arg) and not self.retrace:
+                raise InputError(f"{where} names the model factory {arg!r:.80}: data files never make meshplan run code; "
+                                 "name a preset or a config.json instead, or pass --retrace (only for files you trust)")
+            self.seen[arg] = resolve_model_arg(arg)
+        return self.seen[arg]
+
+
+def load_observations(paths: list[str], cluster: ClusterSpec, retrace: bool = False) -> list[Observation]:
+    """Every run in ``paths`` (run-record JSON files and CSV files), checked against ``cluster``.
+    ``retrace`` allows building a model from a factory a file names (it imports and runs it)."""
+    models = _Models(retrace)
     out: list[Observation] = []
     for path in paths:
         if Path(path).suffix.lower() == ".csv":
@@ -62,30 +87,23 @@ def load_observations(paths: list[str], cluster: ClusterSpec) -> list[Observatio
     return out
 
 
-def _model(arg: str, models: dict[str, ModelSpec]) -> ModelSpec:
-    from planner.intake.arguments import resolve_model_arg
-
-    if arg not in models:
-        models[arg] = resolve_model_arg(arg)
-    return models[arg]
-
-
-def _record_run(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) -> Observation:
+def _record_run(path: Path, cluster: ClusterSpec, models: _Models) -> Observation:
     """One run record, refused when it is not one, or not of its model or of this cluster's hardware."""
+    from planner.intake.jsonio import read_json
     from planner.runtime.record import RunRecord
 
     where = f"run record {path}"
+    data = read_json(path, where, "it is not a meshplan run record: give files written by meshplan run -o, or a CSV")
     try:
-        record = RunRecord.model_validate_json(path.read_bytes())
-    except OSError as err:
-        raise InputError(f"cannot read {where}: {err.strerror or err}") from None
+        record = RunRecord.model_validate(data)
     except ValidationError as err:
         first = err.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "the file"
         raise InputError(f"{path} is not a meshplan run record ({loc}: {first['msg'].lower()}); give files written by meshplan run -o, or a CSV") from None
     if record.model.arg != record.plan.model_arg:
         raise InputError(f"{where}: it trained model '{record.model.arg}' but its plan is for '{record.plan.model_arg}': a record of another model")
-    model = _model(record.model.arg, models)
+    _check_measured(where, record.step_time.median_s, record.peak_memory_gib.measured)
+    model = models.get(record.model.arg, where)
     if len(model.layers) != record.model.num_layers:
         raise InputError(f"{where}: model '{record.model.arg}' has {len(model.layers)} layers here but the run trained "
                          f"{record.model.num_layers}: the record is for another model (or the model changed since)")
@@ -100,15 +118,28 @@ def _record_run(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) 
     return Observation(str(path), record.model.arg, model, config, record.step_time.median_s, record.peak_memory_gib.measured)
 
 
-def _csv_runs(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) -> list[Observation]:
+def _check_measured(where: str, step_time_s: float, peak_memory_gib: float | None) -> None:
+    """Refuse a step time that is not a finite positive number and a peak memory that is not finite
+    and non-negative (NaN would reach the fit's logarithms and the written cluster file)."""
+    if not math.isfinite(step_time_s) or step_time_s <= 0:
+        raise InputError(f"{where}: step_time_s must be positive and finite (seconds), got {step_time_s!r}")
+    if peak_memory_gib is not None and (not math.isfinite(peak_memory_gib) or peak_memory_gib < 0):
+        raise InputError(f"{where}: peak_memory_gib must be finite and at least 0 (GiB), got {peak_memory_gib!r}")
+
+
+def _csv_runs(path: Path, cluster: ClusterSpec, models: _Models) -> list[Observation]:
     """Every row of a runs CSV (see the module doc)."""
+    from planner.intake.jsonio import read_text
+
+    text = read_text(path, f"runs CSV {path}", "give a CSV of measured runs")
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as err:
-        raise InputError(f"cannot read {path}: {err.strerror or err}") from None
-    except UnicodeDecodeError:
-        raise InputError(f"{path} is not UTF-8 text") from None
-    reader = csv.DictReader(text.splitlines())
+        return _csv_rows(path, csv.DictReader(text.splitlines()), cluster, models)
+    except csv.Error as err:  # a field over the csv module's limit, a NUL byte, ...
+        raise InputError(f"runs CSV {path} is not a CSV of runs ({err}); give a CSV of measured runs") from None
+
+
+def _csv_rows(path: Path, reader: csv.DictReader, cluster: ClusterSpec, models: _Models) -> list[Observation]:
+    """The rows of ``reader`` after its header is checked."""
     header = [h.strip().lower() for h in (reader.fieldnames or [])]
     missing = [c for c in REQUIRED if c not in header]
     unknown = [c for c in header if c not in REQUIRED + OPTIONAL]
@@ -122,7 +153,7 @@ def _csv_runs(path: Path, cluster: ClusterSpec, models: dict[str, ModelSpec]) ->
     return [_csv_row(path, i + 2, row, cluster, models) for i, row in enumerate(rows)]
 
 
-def _csv_row(path: Path, line: int, row: dict[str, str], cluster: ClusterSpec, models: dict[str, ModelSpec]) -> Observation:
+def _csv_row(path: Path, line: int, row: dict[str, str], cluster: ClusterSpec, models: _Models) -> Observation:
     """One CSV row as a validated configuration (``planner.estimation.estimate.build_config``)."""
     from planner.estimation.estimate import build_config
 
@@ -134,10 +165,9 @@ def _csv_row(path: Path, line: int, row: dict[str, str], cluster: ClusterSpec, m
     arg = str(values.pop("model"))
     beside = path.parent / arg
     arg = str(beside) if not Path(arg).is_absolute() and beside.exists() else arg
-    model = _model(arg, models)
+    model = models.get(arg, where)
     step, memory, label = values.pop("step_time_s"), values.pop("peak_memory_gib", None), values.pop("label", None)
-    if step <= 0:
-        raise InputError(f"{where}: step_time_s must be positive, got {step}")
+    _check_measured(where, step, memory)
     try:
         config, _ = build_config(model, cluster, values.pop("gpus"), **values)
     except InputError as err:
@@ -149,7 +179,7 @@ def _value(column: str, text: str, where: str) -> Any:
     """A CSV cell as the type its column needs."""
     try:
         if column in _INTS:
-            return int(text)
+            return _bounded(column, int(text), where)
         if column in ("step_time_s", "peak_memory_gib"):
             return float(text)
     except ValueError:
@@ -160,6 +190,16 @@ def _value(column: str, text: str, where: str) -> Any:
             raise InputError(f"{where}: column 'sp' must be true or false, got '{text}'")
         return flag in ("true", "1", "yes", "on")
     return text
+
+
+def _bounded(column: str, value: int, where: str) -> int:
+    """``value`` when it lies within ``meshplan plan``'s bounds (``planner.intake.arguments``)."""
+    from planner.intake.arguments import MAX_COUNT, MAX_GPUS
+
+    most = MAX_GPUS if column == "gpus" else MAX_COUNT
+    if not -1 <= value <= most:
+        raise InputError(f"{where}: column '{column}' must be at most {most:,}, got {str(value)[:20]}{'...' if len(str(value)) > 20 else ''}")
+    return value
 
 
 def observation_json(obs: Observation) -> dict[str, Any]:

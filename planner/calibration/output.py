@@ -4,7 +4,6 @@ factors, the runs and the errors before, after and under cross-validation."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -63,10 +62,14 @@ def _stats(stats: tuple[float, float, int] | None) -> dict[str, float] | None:
 
 def _measurements(cluster_arg: str) -> Any:
     """The input file's raw profile measurements, carried over (None for a preset)."""
+    from planner.errors import InputError
+    from planner.intake.jsonio import read_json
+
     path = Path(cluster_arg)
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8")).get("measurements")
-    except (OSError, ValueError, AttributeError):
+        data = read_json(path, f"cluster file {path}", "fix the file")
+    except InputError:
         return None
+    return data.get("measurements") if isinstance(data, dict) else None

@@ -23,18 +23,24 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _float(value: int | float) -> float:
+    """A number as a float; an integer too large for one is infinite (and refused as such)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return float("inf")
+
+
 def parse_grid(*, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, tokens: Any = None, critical_batch: int | None = None,
                deadline: Any = None, price_per_gpu_hour: Any = None) -> Grid:
     """The grid from flag-like values; an InputError (one line) for the first thing wrong."""
-    if critical_batch is not None and (not isinstance(critical_batch, int) or critical_batch <= 0):
-        raise InputError(f"--critical-batch must be a positive number of sequences (got {critical_batch!r})")
+    if critical_batch is not None and (not isinstance(critical_batch, int) or isinstance(critical_batch, bool) or critical_batch <= 0):
+        raise InputError(f"--critical-batch must be a positive number of sequences (got {critical_batch!r:.40})")
     clusters = grid.parse_names(_text(cluster), "--cluster")
-    amount = None if tokens is None else float(tokens) if isinstance(tokens, (int, float)) else grid.parse_amount(tokens, "--tokens")
-    seconds = None if deadline is None else float(deadline) if isinstance(deadline, (int, float)) else grid.parse_duration(deadline)
+    amount = None if tokens is None else grid.check_amount(_float(tokens)) if isinstance(tokens, (int, float)) else grid.parse_amount(tokens, "--tokens")
+    seconds = None if deadline is None else grid.check_seconds(_float(deadline)) if isinstance(deadline, (int, float)) else grid.parse_duration(deadline)
     if seconds is not None and amount is None:
         raise InputError("--deadline needs --tokens (the token budget whose training time is compared with the deadline)")
-    if amount is not None and amount <= 0 or seconds is not None and seconds <= 0:
-        raise InputError("--tokens and --deadline must be positive")
     prices = grid.parse_prices(None if price_per_gpu_hour is None else _text(price_per_gpu_hour), clusters)
     return Grid(clusters, grid.parse_counts(_text(gpus), "--gpus"), grid.parse_batches(_text(global_batch), critical_batch),
                 grid.parse_counts(_text(seq_len), "--seq-len"), amount, critical_batch, seconds, prices)

@@ -17,11 +17,16 @@ import re
 from dataclasses import dataclass
 
 from planner.errors import InputError
+from planner.intake.arguments import MAX_COUNT, MAX_GPUS
 
 AUTO_SPAN = 4
 """``--global-batch auto`` tries every power of two within this factor of the critical batch."""
 _SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "b": 1e9, "g": 1e9, "t": 1e12, "p": 1e15}
 _DURATION = {"s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+MAX_TOKENS = 1e18
+"""Largest token budget (``--tokens``): a thousand times the largest published training run."""
+MAX_SECONDS = 100 * 365.25 * 86400.0
+"""Longest deadline (``--deadline``): a century."""
 
 
 @dataclass(frozen=True)
@@ -46,13 +51,21 @@ def _items(text: str, flag: str) -> list[str]:
 
 
 def _positive(text: str, flag: str) -> int:
+    """A positive integer within ``plan``'s bound of ``flag`` (:func:`most_of`)."""
     try:
         value = int(text)
     except ValueError:
-        raise InputError(f"{flag}: {text!r} is not a whole number; give positive integers or LO..HI") from None
+        raise InputError(f"{flag}: {text!r:.40} is not a whole number; give positive integers or LO..HI") from None
     if value <= 0:
         raise InputError(f"{flag}: {value} must be positive")
+    if value > most_of(flag):
+        raise InputError(f"{flag}: {text:.40} is over the {most_of(flag):,} that meshplan plan accepts")
     return value
+
+
+def most_of(flag: str) -> int:
+    """The bound ``meshplan plan`` puts on ``flag`` (``planner.intake.arguments.count_problems``)."""
+    return MAX_GPUS if flag == "--gpus" else MAX_COUNT
 
 
 def powers_of_two(lo: int, hi: int, flag: str) -> tuple[int, ...]:
@@ -86,8 +99,10 @@ def parse_batches(text: str, critical_batch: int | None) -> BatchChoice:
     if critical_batch is None:
         raise InputError(f"--global-batch {text} chooses the batch per point and needs --critical-batch B "
                          "(the gradient-noise scale in sequences; McCandlish et al. 2018)")
+    if critical_batch > MAX_COUNT:
+        raise InputError(f"--critical-batch of about 2^{critical_batch.bit_length() - 1} is over the {MAX_COUNT:,} sequences that meshplan plan accepts as a batch")
     if text == "auto":
-        lo, hi = max(1, critical_batch // AUTO_SPAN), critical_batch * AUTO_SPAN
+        lo, hi = max(1, critical_batch // AUTO_SPAN), min(critical_batch * AUTO_SPAN, MAX_COUNT)
         return BatchChoice(candidates=powers_of_two(lo, hi, "--global-batch auto"))
     if "," in text:
         raise InputError(f"--global-batch {text}: give either one range LO..HI (chosen per point) or a list of batches, not both")
@@ -103,16 +118,30 @@ def parse_amount(text: str, flag: str) -> float:
     """``2T``, ``500B``, ``1.5e12``: a positive number with an optional K/M/B(G)/T/P suffix."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmbgtp]?)\s*", str(text).lower())
     if not match or float(match.group(1)) <= 0:
-        raise InputError(f"{flag} {text!r} is not a positive amount; write e.g. 2T, 500B or 1.5e12")
-    return float(match.group(1)) * _SUFFIX[match.group(2)]
+        raise InputError(f"{flag} {text!r:.40} is not a positive amount; write e.g. 2T, 500B or 1.5e12")
+    return check_amount(float(match.group(1)) * _SUFFIX[match.group(2)], flag)
+
+
+def check_amount(value: float, flag: str = "--tokens") -> float:
+    """``value`` when it is a finite token budget above 0 and at most :data:`MAX_TOKENS`."""
+    if not 0 < value <= MAX_TOKENS:  # NaN and infinities fail too
+        raise InputError(f"{flag} must be a positive number of tokens of at most {MAX_TOKENS:g}, got {value!r}")
+    return value
+
+
+def check_seconds(value: float, flag: str = "--deadline") -> float:
+    """``value`` when it is a finite duration above 0 and at most :data:`MAX_SECONDS` (a century)."""
+    if not 0 < value <= MAX_SECONDS:
+        raise InputError(f"{flag} must be a positive duration of at most a century, got {value!r} s")
+    return value
 
 
 def parse_duration(text: str, flag: str = "--deadline") -> float:
     """``30d``, ``12h``, ``2w``, ``90min``, ``3600s`` as seconds."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(s|min|h|d|w)\s*", str(text).lower())
     if not match or float(match.group(1)) <= 0:
-        raise InputError(f"{flag} {text!r} is not a duration; write e.g. 30d, 12h, 2w, 90min or 3600s")
-    return float(match.group(1)) * _DURATION[match.group(2)]
+        raise InputError(f"{flag} {text!r:.40} is not a duration; write e.g. 30d, 12h, 2w, 90min or 3600s")
+    return check_seconds(float(match.group(1)) * _DURATION[match.group(2)], flag)
 
 
 def parse_prices(text: str | None, clusters: tuple[str, ...]) -> dict[str, float]:

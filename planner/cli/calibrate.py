@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--params", metavar="F,...", help="factors to fit (default: compute,attention,memory,overhead,comm,step_fixed where the runs exercise them)")
     parser.add_argument("--name", help="the calibrated cluster's name (default: the output file's stem)")
     parser.add_argument("--json", action="store_true", help="print the calibration (factors, errors, runs) as one JSON object")
+    parser.add_argument("--retrace", action="store_true",
+                        help="build models from factories (file.py:fn) the runs name, importing and running them "
+                             "(only for files you trust; by default a factory named in a run is refused)")
     parser.set_defaults(run=run)
 
 
@@ -53,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     check_target(args.output)
     cluster = resolve_cluster_arg(args.cluster)
     params = [p.strip() for p in args.params.split(",") if p.strip()] if args.params else None
-    runs = load_observations(args.runs, cluster)
+    runs = load_observations(args.runs, cluster, retrace=args.retrace)
     result = calibrate(runs, cluster, params)
     entry = calibrated_entry(args.cluster, result, args.name or Path(args.output).stem)
     resolve_cluster_entry(entry, args.output)

@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, positive_int, stdout_to_stderr
+from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, check_output, positive_int, stdout_to_stderr, write_output
 
 _EXAMPLES = """\
   meshplan estimate --model gpt3-175b --cluster dgx-a100 --gpus 1024 \\
@@ -148,10 +148,10 @@ def _plan_writer(path: str) -> Callable[..., Any]:
     """``planner.estimate`` that also writes the plan of the configuration to ``path`` (``-o``)."""
 
     def estimate_and_write(**settings: Any) -> Any:
-        from planner.plans.given import config_plan, save_plan
+        from planner.plans.given import config_plan
 
         plan = config_plan(**settings)
-        save_plan(plan, path)
+        write_output(path, plan.to_json(), "-o")  # refuses what every -o refuses: symbolic links, devices, FIFOs
         print(f"meshplan: wrote {path}", file=sys.stderr)
         return plan.estimate
 
@@ -180,6 +180,8 @@ def _check_form(args: argparse.Namespace) -> None:
     """Either ``--plan`` alone or the required flags: say which flags are missing or in the way."""
     if args.plan is not None and args.output is not None:
         raise UsageError("estimate: -o writes the plan of a configuration given by flags; with --plan the plan file exists already")
+    if args.output is not None:
+        check_output(args.output, "-o")  # before any work
     if args.plan is not None:
         extra = [_flag(dest) for dest in _CONFIG_FLAGS if getattr(args, dest) is not None]
         if extra:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
-from planner.cli._common import EXIT_OK, add_subparser
+from planner.cli._common import EXIT_OK, UsageError, add_subparser
 
 _EXAMPLES = """\
   torchrun --nproc-per-node 8 -m cli profile -o my_cluster.json
@@ -83,13 +84,47 @@ def _options(args: argparse.Namespace):  # type: ignore[no-untyped-def]
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     options = default_options(device, quick=args.quick)
     changes = {}
-    if args.sizes:
+    if args.sizes is not None:  # '' is a mistake, not the default
         changes["collective_bytes"] = parse_sizes(args.sizes)
-    if args.hidden:
+    if args.hidden is not None:
         changes["hidden_sizes"] = parse_ints(args.hidden, "--hidden")
-    if args.seq_lens:
+    if args.seq_lens is not None:
         changes["attention_seq_lens"] = parse_ints(args.seq_lens, "--seq-lens")
-    return dataclasses.replace(options, **changes)
+    options = dataclasses.replace(options, **changes)
+    _check_memory(options)
+    return options
+
+
+def _check_memory(options) -> None:  # type: ignore[no-untyped-def]
+    """Refuse sizes whose buffers could not be allocated: the largest buffer set of a GEMM (fp32
+    operands, staged before the cast), of an attention call (the score matrix of the math kernel)
+    or of a collective, against half of the device's memory (of the host, for ``cpu``)."""
+    from planner.runtime.profile import check_device
+
+    check_device(options.device)  # before asking CUDA for its memory
+    for flag, values in (("--hidden", options.hidden_sizes), ("--seq-lens", options.attention_seq_lens), ("--sizes", options.collective_bytes)):
+        if max(values) > 2**40:
+            raise UsageError(f"profile: {flag} holds a size of about 2^{max(values).bit_length() - 1}, beyond any device; give smaller sizes")
+    budget = _device_bytes(options.device) // 2
+    needs = {
+        "--hidden": max(4 * (options.tokens * h + 4 * h * h + 4 * options.tokens * h) for h in options.hidden_sizes),
+        "--seq-lens": max(4 * options.attention_heads * max(1, options.attention_tokens // s) * (s * s + 4 * s * max(options.attention_head_dims))
+                          for s in options.attention_seq_lens),
+        "--sizes": 3 * max(options.collective_bytes),
+    }
+    for flag, need in needs.items():
+        if need > budget:
+            raise UsageError(f"profile: {flag} asks for buffers of about {need / 2**30:,.1f} GiB, over the {budget / 2**30:,.1f} GiB "
+                             f"(half the {options.device} memory) a profile may take; give smaller sizes")
+
+
+def _device_bytes(device: str) -> int:
+    """Memory of this rank's device: the GPU's, or the host's physical memory for ``cpu``."""
+    if device == "cuda":
+        import torch
+
+        return int(torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory)
+    return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 class _progress:

@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the plan's model SHA-256; needed unless the plan's model is a preset or --retrace is given)")
     parser.add_argument("--steps", type=positive_int, default=10, help="training steps (default 10)")
     parser.add_argument("--warmup", type=int, default=2, help="steps left out of the timing (default 2)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the initial weights and the batches (default 0)")
+    parser.add_argument("--seed", type=_seed, default=0, help=f"seed of the initial weights and the batches, 0..{MAX_SEED} (default 0)")
     parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
     parser.add_argument("--nproc-per-node", type=positive_int, metavar="K",
                         help="check the plan, then start torchrun --standalone with K processes")
@@ -53,6 +53,33 @@ _QUIET = ("torchao", "torch.utils._pytree")
 registration deprecations) would break the one-line error contract; errors still show."""
 
 
+MAX_SEED = 2**32 - 1
+"""Largest ``--seed``: each step's batch seed is ``seed x 1,000,003 + step``, which torch's
+``Generator.manual_seed`` must hold in 64 bits; 32-bit seeds are NumPy's range as well."""
+
+
+def _seed(text: str) -> int:
+    """argparse type: an integer seed in 0..:data:`MAX_SEED`."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer, got '{text:.40}'") from None
+    if not 0 <= value <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"must be in 0..{MAX_SEED}, got '{text:.40}'")
+    return value
+
+
+def check_device(device: str | None) -> None:
+    """Refuse ``--device cuda`` where torch sees no CUDA device (a CPU build, or no GPU)."""
+    if device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        build = "a CPU-only build of torch" if torch.version.cuda is None else "no CUDA device visible"
+        raise UsageError(f"--device cuda, but this machine has {build} (torch {torch.__version__}); use --device cpu")
+
+
 def run(args: argparse.Namespace) -> int:
     """Launch, or be one rank of, the run."""
     import logging
@@ -63,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     if args.output:
         check_output(args.output, "-o")  # refuse a bad output path before any work
+    check_device(args.device)
     from planner.plans.load import load_plan
     from planner.plans.named_model import runtime_model
 

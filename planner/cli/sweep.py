@@ -100,6 +100,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_output(args.report, "--report")
         if Path(args.report).suffix not in (".html", ".htm"):
             raise UsageError(f"sweep: --report {args.report} must end in .html")
+        from planner.cli._files_all import check_folder
+
+        report = Path(args.report)
+        check_folder(report.parent / f"{report.stem}_plans", "--report")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,19 +138,22 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_report(run_, report: Path):
-    """Plan files and plan reports first, the page last; returns the result with the file names."""
+    """Every point's plan file and plan report, and the page, all or nothing
+    (:func:`planner.cli._files_all.write_all`); returns the result with the file names."""
     from planner.capacity.report import plan_files, render
+    from planner.cli._files_all import write_all
 
     links = plan_files(run_.result, report)
     folder = report.parent / f"{report.stem}_plans"
-    folder.mkdir(exist_ok=True)
+    files: dict[Path, str] = {}
     for index, (plan_name, html_name) in links.items():
-        write_output(str(report.parent / plan_name), run_.plans[index], "--report")
-        write_output(str(report.parent / html_name), run_.reports[index], "--report")
+        files[report.parent / plan_name] = run_.plans[index]
+        files[report.parent / html_name] = run_.reports[index]
     points = [pt.model_copy(update={"plan_file": links[pt.index][0], "report_file": links[pt.index][1]}) if pt.index in links else pt
               for pt in run_.result.points]
     result = run_.result.model_copy(update={"points": points})
-    write_output(str(report), render(result, links), "--report")
+    files[report] = render(result, links)
+    write_all(files, report, "--report")
     print(f"meshplan: wrote {report} and {len(links)} plans in {folder}", file=sys.stderr)
     return result
 

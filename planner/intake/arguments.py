@@ -30,13 +30,27 @@ def resolve_model_arg(model: Any, trace: bool = False) -> ModelSpec:
     return spec
 
 
+def utf8_problem(text: str, what: str) -> str | None:
+    """Why ``text`` cannot be stored in a plan: it holds bytes that are not UTF-8 (a path from a
+    file system whose names are not UTF-8 arrives with lone surrogates, which JSON cannot carry)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        return f"{what} '{shown:.80}' is not valid UTF-8 (at character {err.start}); rename the file or folder to a UTF-8 name"
+    return None
+
+
 def _resolve_model(model: Any, trace: bool) -> ModelSpec:
+    if isinstance(model, str) and (problem := utf8_problem(model, "model")):
+        raise InputError(problem)
     if isinstance(model, ModelSpec):
         return model
     if isinstance(model, str) and trace:
         if not model.endswith(".json"):
             raise InputError(f"--trace applies to a Hugging Face config.json, not {model!r:.80}; drop --trace")
-        from planner.intake.trace import model_from_hf_config
+        _precheck_traced_config(model)
+        from planner.intake.trace import model_from_hf_config  # torch and transformers past this point
 
         return model_from_hf_config(model)
     if isinstance(model, str):
@@ -50,6 +64,20 @@ def _resolve_model(model: Any, trace: bool) -> ModelSpec:
     raise InputError(f"model must be a preset name, a config.json path, a factory 'file.py:fn' or an nn.Module, not {type(model).__name__}")
 
 
+
+def _precheck_traced_config(path: str) -> None:
+    """Refuse a config.json that ``--trace`` could not build, before torch and transformers load: not a
+    regular file, too large, not a JSON object, NaN, or sizes that are not positive integers."""
+    from planner.intake.jsonio import read_json
+    from planner.intake.limits import config_size_problems
+
+    what = f"model config {path!r:.80}"
+    raw = read_json(path, what, "fix the file")
+    if not isinstance(raw, dict):
+        raise InputError(f"{what} holds a JSON {type(raw).__name__}, not an object; fix the file")
+    problems = config_size_problems(raw)
+    if problems:
+        raise InputError(f"{what}: {problems[0]}", *problems[1:])
 
 
 def model_problems(spec: ModelSpec) -> list[str]:
@@ -86,6 +114,9 @@ def resolve_cluster_arg(cluster: Any) -> ClusterSpec:
         spec = cluster
     elif isinstance(cluster, (str, os.PathLike)):
         from planner.intake.jsonio import check_file
+
+        if problem := utf8_problem(os.fspath(cluster) if not isinstance(cluster, bytes) else "", "cluster"):
+            raise InputError(problem)
         from profiles import ProfileError, load_cluster
 
         check_file(cluster, f"cluster file {str(cluster)!r:.60}")

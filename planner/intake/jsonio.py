@@ -1,7 +1,8 @@
 """Reading and writing the JSON files users hand to meshplan, as strictly as a compiler reads source.
 
-Every file a command reads (plans, Hugging Face ``config.json`` files) goes through :func:`read_json`,
-which turns every way a file can be wrong into one :class:`~planner.errors.InputError` line: not a
+Every file a command reads goes through :func:`read_bytes` (plans, Hugging Face ``config.json`` files
+and cluster files through :func:`read_json`; run records, CSVs and traced configs directly), which
+turns every way a file can be wrong into one :class:`~planner.errors.InputError` line: not a
 regular file (a FIFO or ``/dev/zero`` would block or never end), too large, not UTF-8, not JSON,
 nested deeper than any meshplan file is (Python's parser would raise ``RecursionError``), or holding
 ``NaN`` / ``Infinity`` (not JSON, RFC 8259 section 6, although Python's parser accepts them).
@@ -14,7 +15,6 @@ import json
 import os
 import re
 import stat
-from pathlib import Path
 from typing import Any
 
 from planner.errors import InputError
@@ -28,7 +28,7 @@ MAX_DEPTH = 64
 def read_json(path: str | os.PathLike[str], what: str, fix: str) -> Any:
     """The JSON value in ``path``; ``what`` names the file in messages ("plan plan.json") and ``fix``
     says how to repair it ("regenerate it with meshplan plan"). Raises :class:`InputError`."""
-    raw = _read_bytes(Path(path), what, fix)
+    raw = read_bytes(path, what, fix)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -44,18 +44,58 @@ def read_json(path: str | os.PathLike[str], what: str, fix: str) -> Any:
         raise InputError(f"{what} holds {err}, which is not JSON; {fix}") from None
 
 
-def _read_bytes(path: Path, what: str, fix: str) -> bytes:
-    """The file's bytes, refusing non-regular files and files over :data:`MAX_BYTES`."""
+def read_bytes(path: str | os.PathLike[str], what: str, fix: str, limit: int = MAX_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, at most ``limit`` of them. The file is opened without
+    blocking (``O_NONBLOCK``: a FIFO opens at once instead of waiting for a writer) and checked on the
+    open descriptor before anything is read, so a FIFO, a device (``/dev/zero``, also behind a
+    symbolic link) or a directory is refused at once, and a file over ``limit`` unread."""
     try:
-        with open(path, "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise InputError(f"{what} is not a regular file; give the path of a JSON file")
-            if info.st_size > MAX_BYTES:
-                raise InputError(f"{what} is {info.st_size / 2**20:.0f} MiB, over the {MAX_BYTES // 2**20} MiB a JSON input may be; {fix}")
-            return handle.read(MAX_BYTES + 1)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as err:
         raise InputError(f"cannot read {what}: {err.strerror or err}; check the path") from None
+    except ValueError:  # an embedded NUL
+        raise InputError(f"cannot read {what}: the path holds a NUL character; check the path") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+        os.close(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"{what} is {_kind(info.st_mode)}, not a regular file; give the path of a file")
+        raise InputError(f"{what} is {_size(info.st_size)}, over the {_size(limit)} such a file may be; {fix}")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(limit + 1)
+        except OSError as err:
+            raise InputError(f"cannot read {what}: {err.strerror or err}; check the file") from None
+    if len(data) > limit:  # grew while read
+        raise InputError(f"{what} is over the {_size(limit)} such a file may be; {fix}")
+    return data
+
+
+def read_text(path: str | os.PathLike[str], what: str, fix: str, limit: int = MAX_BYTES) -> str:
+    """:func:`read_bytes` decoded as UTF-8 (a byte-order mark is dropped)."""
+    raw = read_bytes(path, what, fix, limit)
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise InputError(f"{what} is not UTF-8 text (byte {err.start}); {fix}") from None
+
+
+def _kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _size(n: int) -> str:
+    """A byte count in MiB, or KiB under 1 MiB."""
+    return f"{n / 2**20:.0f} MiB" if n >= 2**20 else f"{n / 2**10:.0f} KiB"
 
 
 def check_file(path: str | os.PathLike[str], what: str) -> None:
@@ -68,7 +108,7 @@ def check_file(path: str | os.PathLike[str], what: str) -> None:
     if stat.S_ISDIR(info.st_mode):
         return  # a folder holding a config.json; its file is checked when read
     if not stat.S_ISREG(info.st_mode):
-        raise InputError(f"{what} is not a regular file; give the path of a JSON file")
+        raise InputError(f"{what} is {_kind(info.st_mode)}, not a regular file; give the path of a JSON file")
     if info.st_size > MAX_BYTES:
         raise InputError(f"{what} is {info.st_size / 2**20:.0f} MiB, over the {MAX_BYTES // 2**20} MiB a JSON input may be")
 
@@ -78,16 +118,22 @@ def _no_constant(name: str) -> Any:
 
 
 def nesting_depth(text: str) -> int:
-    """Deepest nesting of ``[`` / ``{`` outside strings (a linear scan, no recursion)."""
-    depth = deepest = 0
-    for match in _BRACKET.finditer(_STRING.sub('""', text)):
-        depth += 1 if match.group() in "[{" else -1
-        deepest = max(deepest, depth)
-    return deepest
+    """Deepest nesting of ``[`` / ``{`` outside strings, in time linear in the text: strings are
+    blanked by a regular expression that cannot backtrack (possessive loops, and an unterminated
+    string ends at the end of the text instead of failing and being retried from every later
+    quote), then the depth is the largest prefix sum of +1 / -1 over what is left."""
+    bare = _NOT_BRACKET.sub("", _STRING.sub('""', text))
+    if not bare:
+        return 0
+    import numpy as np
+
+    codes = np.frombuffer(bare.encode("ascii"), dtype=np.uint8)
+    steps = np.where((codes == ord("[")) | (codes == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+(?:"|\\?\Z)', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
 def dumps(value: Any, **kwargs: Any) -> str:

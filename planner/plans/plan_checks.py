@@ -4,6 +4,7 @@
 importing ``search`` (networkx style: one independent checker for every algorithm):
 
 - the schema version is the one this meshplan writes;
+- every string it carries is one printable line of bounded length (``planner.plans.text_checks``);
 - the mesh, the schedule and the request agree with the configuration, and the degrees multiply to
   the GPU count (``dp x tp x pp x cp``, Megatron-LM ``arguments.py``);
 - the configuration can run the model (``planner.plans.config_checks.parallel_problems``: heads, CP chunks,
@@ -34,6 +35,7 @@ from planner.plans.constraints import constraint_problems
 from planner.errors import InputError
 from planner.estimation.result import result_from_step
 from planner.plans.schema import SCHEMA_VERSION, Plan
+from planner.plans.text_checks import text_problems
 from planner.plans.target_rules import export_problems, layer_modes, recomputable, stage_sizes, target_problems
 from planner.plans.config_checks import parallel_problems
 
@@ -50,7 +52,7 @@ def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     (``planner.plans.named_model.plan_model``: nothing the plan names is imported or run). A model that cannot be
     had is itself a problem, and the checks that need it are skipped.
     """
-    problems = [*_version(plan), *_agreement(plan), *_batch(plan), *_stage_order(plan)]
+    problems = [*_version(plan), *text_problems(plan.model_dump()), *_agreement(plan), *_batch(plan), *_stage_order(plan)]
     if model is None:
         try:
             from planner.plans.named_model import plan_model

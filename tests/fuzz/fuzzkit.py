@@ -2,7 +2,10 @@
 sys.path): the in-process command line, the refusal contract, a valid plan.
 
 The command line runs in-process through ``planner.cli.main`` (a subprocess per example would be
-far too slow for hundreds of examples); stdout and stderr are captured with ``contextlib``.
+far too slow for hundreds of examples); stdout and stderr are captured with ``contextlib``. Every
+refusal must come within :data:`CASE_LIMIT_S` (a hang, say a reader waiting on a FIFO, is cut off
+by ``SIGALRM`` and fails the case). With ``MESHPLAN_FUZZ_LOG`` set, each case's command is appended
+to that file (``bench/fuzz_counts.py`` counts them per command).
 """
 
 from __future__ import annotations
@@ -10,6 +13,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,17 +28,52 @@ FUZZ = settings(database=None, deadline=None, suppress_health_check=[HealthCheck
 tree, no per-example deadline (engine-free but file-writing examples vary in time)."""
 
 
-def run_cli(*argv: str) -> tuple[int, str, str]:
-    """``meshplan ARGV`` in-process: (exit code, stdout, stderr)."""
+CASE_LIMIT_S = float(os.environ.get("MESHPLAN_FUZZ_LIMIT_S", "5"))
+"""Most seconds one refusal may take (the issue's bound; in-process, so no start-up is counted)."""
+
+
+class CaseTimeout(BaseException):
+    """Raised by ``SIGALRM`` in a case that ran past its limit (the CLI turns it into exit 1)."""
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise CaseTimeout(f"the case ran past {CASE_LIMIT_S:g} s")
+
+
+def log_case(command: str) -> None:
+    """Append ``command`` to the ``MESHPLAN_FUZZ_LOG`` file, when set (one line per case)."""
+    path = os.environ.get("MESHPLAN_FUZZ_LOG")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(command + "\n")
+
+
+def run_cli(*argv: str, limit_s: float | None = None) -> tuple[int, str, str]:
+    """``meshplan ARGV`` in-process: (exit code, stdout, stderr); with ``limit_s``, cut off by
+    ``SIGALRM`` after that long and failed when it took longer."""
+    log_case(argv[0] if argv else "")
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(argv))
+    previous = signal.signal(signal.SIGALRM, _alarm) if limit_s else None
+    start = time.perf_counter()
+    try:
+        if limit_s:
+            signal.setitimer(signal.ITIMER_REAL, limit_s)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(argv))
+    finally:
+        if limit_s:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+    elapsed = time.perf_counter() - start
+    assert not limit_s or elapsed < limit_s, f"{argv!r:.300} took {elapsed:.1f} s (limit {limit_s:g} s): {err.getvalue()[:300]}"
     return code, out.getvalue(), err.getvalue()
 
 
-def assert_refused(*argv: str) -> str:
-    """The bad-input contract: exit 2, nothing on stdout, one ``meshplan: error:`` line, no traceback."""
-    code, out, err = run_cli(*argv)
+def assert_refused(*argv: str, limit_s: float = CASE_LIMIT_S) -> str:
+    """The bad-input contract: exit 2 within ``limit_s`` (:data:`CASE_LIMIT_S`; more for cases that
+    run a model factory, which is user code), nothing on stdout, one ``meshplan: error:`` line, no
+    traceback."""
+    code, out, err = run_cli(*argv, limit_s=limit_s)
     assert code == 2, f"exit {code} for {argv!r:.300}: {err[:500]}"
     assert out == "", f"stdout for {argv!r:.300}: {out[:200]}"
     lines = err.splitlines()
@@ -42,19 +83,12 @@ def assert_refused(*argv: str) -> str:
 
 
 def valid_plan_dict() -> dict[str, Any]:
-    """A plan meshplan validates (llama3.1-8b on 16 H100s), built from a fixed configuration."""
-    from costmodel.specs import ParallelConfig
-    from costmodel.step import estimate_step
-    from costmodel.table import build_cost_table
-    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
-    from planner.plans.build import build_plan
-    from search.types import Candidate, SearchRequest, SearchResult, SearchStats
+    """A plan meshplan validates (llama3.1-8b on 16 H100s for Megatron-LM: tp 2 x pp 2 x dp 4, full
+    recomputation), the plan of exactly that configuration (``planner.plans.given.config_plan``)."""
+    from planner.plans.given import config_plan
 
-    spec, hw = resolve_model_arg("llama3.1-8b"), resolve_cluster_arg("dgx-h100")
-    cfg = ParallelConfig(tp=2, pp=2, dp=4, sp=True, zero=1, recompute="full", global_batch=64, seq_len=4096)
-    req = SearchRequest(gpus=16, global_batch=64, seq_len=4096, target="megatron", top_k=0)
-    stats = SearchStats(evaluated=1, pruned=0, solver="fixture", status="optimal", gap=0.0, wall_time_s=0.0)
-    plan = build_plan("llama3.1-8b", spec, hw, req, SearchResult(Candidate(cfg, estimate_step(build_cost_table(spec, hw), cfg)), (), stats), False)
+    plan = config_plan(model="llama3.1-8b", cluster="dgx-h100", gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2,
+                       recompute="full", zero=1, target="megatron")
     return json.loads(plan.to_json())
 
 

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from fuzzkit import FUZZ, assert_refused, run_cli
 
+FACTORY_LIMIT_S = 30.0
+"""A factory is user code that meshplan imports, builds and traces (torch work): a longer limit."""
+
 FACTORIES = '''
 import sys
 from torch import nn
@@ -46,7 +49,7 @@ ESTIMATE = ("--cluster", "dgx-h100", "--gpus", "8", "--global-batch", "8", "--se
        code=st.one_of(st.none(), st.integers(-3, 300), st.text(max_size=5)))
 def test_misbehaving_factories(factory_file, name, code) -> None:
     path = factory_file(code)
-    assert_refused("estimate", "--model", f"{path}:{name}", *ESTIMATE, "--json")
+    assert_refused("estimate", "--model", f"{path}:{name}", *ESTIMATE, "--json", limit_s=FACTORY_LIMIT_S)
 
 
 def test_a_printing_factory_leaves_stdout_to_the_json(factory_file) -> None:

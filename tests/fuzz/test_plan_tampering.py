@@ -85,3 +85,12 @@ def test_tampered_estimate(tmp_path_factory, good_plan, field, factor) -> None:
     data = copy.deepcopy(good_plan)
     data["estimate"][field] *= factor
     refused_everywhere(_write(tmp_path_factory.mktemp("t"), data))
+
+
+def test_the_untampered_plan_is_valid(good_plan_file) -> None:
+    """The fixture every tampering starts from passes every command (so each refusal is the tampering's)."""
+    from fuzzkit import run_cli
+
+    for argv in (["validate", str(good_plan_file)], ["export", str(good_plan_file), "--to", "megatron"], ["check-memory", str(good_plan_file), "--help"]):
+        code, _, err = run_cli(*argv)
+        assert code == 0, err

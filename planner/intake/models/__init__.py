@@ -23,6 +23,7 @@ from planner.intake.models.presets import HF_PRESETS, PRESETS, build_preset, lis
 
 __all__ = [
     "resolve_model",
+    "names_factory",
     "list_presets",
     "model_summary",
     "count_params",
@@ -62,6 +63,19 @@ def _unknown_model(arg: str) -> InputError:
         f"unknown model {arg!r}; pass a preset {_LIST_HINT}, a config.json path "
         "or path/to/file.py:factory"
     )
+
+
+def names_factory(arg: str) -> bool:
+    """Whether ``resolve_model(arg)`` would import and run code (``file.py:fn`` / ``module:fn``) rather
+    than read a preset or a config file: what a model named in a data file may not do unasked."""
+    text = arg.strip()
+    if text.lower() in PRESETS or text.lower() in HF_PRESETS:
+        return False
+    try:
+        exists = Path(text).exists()
+    except (OSError, ValueError):
+        exists = False
+    return bool(_FACTORY.match(text)) and not exists
 
 
 def resolve_model(arg: str) -> ModelSpec:

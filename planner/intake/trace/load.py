@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import importlib
 import importlib.util
-import json
 import sys
 from pathlib import Path
 from typing import Any, Callable
@@ -172,10 +171,14 @@ def hf_model(path: str) -> tuple[nn.Module, MakeInputs | None, str]:
         import transformers
     except ImportError as exc:
         raise InputError("--trace of a config.json needs transformers: pip install 'meshplan[hf]'") from exc
+    from planner.intake.jsonio import read_json  # regular files only, size cap, no NaN, bounded nesting
+
     file = Path(path)
     file = file / "config.json" if file.is_dir() else file
+    raw = read_json(file, f"model config {file}", "fix the file or pass a preset")
+    if not isinstance(raw, dict):
+        raise InputError(f"model config {file} holds a JSON {type(raw).__name__}, not an object; fix the file")
     try:
-        raw = json.loads(file.read_text())
         config = transformers.AutoConfig.for_model(**raw)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise InputError(f"cannot read {file} as a Hugging Face config: {exc}") from exc

@@ -105,3 +105,11 @@ def describe(plan: Plan) -> str:
     return (f"{plan.model.name} on {plan.request.gpus} GPUs ({plan.cluster.name}): tp {m.tp} x pp {m.pp} x cp {m.cp} "
             f"x dp {m.dp}, ep {m.ep}, zero {m.zero}, {plan.schedule.name}, micro-batch {plan.schedule.micro_batch}, "
             f"{plan.schedule.num_microbatches} micro-batches")
+
+
+def comment(text: str) -> str:
+    """``text`` safe in a ``#`` comment line of bash, Python or TOML: every character that is not
+    printable (line breaks above all, which would end the comment and start code) is written as its
+    backslash escape. Plans with such text are refused by the validator already; this is the
+    exporter's own guard, for plans built in memory."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)

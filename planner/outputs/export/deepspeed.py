@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import ModelSpec, TransformerLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, chunks, describe, uniform_recompute
+from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, chunks, comment, describe, uniform_recompute
 from planner.plans.schema import Plan
 
 TARGET = "deepspeed"
@@ -47,7 +47,7 @@ class DeepSpeedExport(BaseModel):
 
     def python(self) -> str:
         """The code-side settings as a Python fragment."""
-        lines = [f"# DeepSpeed code-side settings for {self.header}"] + [f"# note: {n}" for n in self.notes] + ["import deepspeed"]
+        lines = [f"# DeepSpeed code-side settings for {comment(self.header)}"] + [f"# note: {comment(n)}" for n in self.notes] + ["import deepspeed"]
         pm = self.code["pipeline_module"]
         if pm is not None:
             lines += ["from deepspeed.pipe import PipelineModule"]
@@ -56,7 +56,7 @@ class DeepSpeedExport(BaseModel):
                 lines += ["from deepspeed.runtime.pipe.topology import PipeModelDataParallelTopology",
                           f"topology = PipeModelDataParallelTopology(num_pp={topo['num_pp']}, num_mp={topo['num_mp']}, num_dp={topo['num_dp']})"]
             stages = "topology=topology" if topo is not None else f"num_stages={pm['num_stages']}"
-            lines += [f"# layers: one LayerSpec per plan layer, in order ({self.code['layer_order']})",
+            lines += [f"# layers: one LayerSpec per plan layer, in order ({comment(self.code['layer_order'])})",
                       f"model = PipelineModule(layers=layers, {stages}, partition_method={pm['partition_method']!r}, "
                       f"activation_checkpoint_interval={pm['activation_checkpoint_interval']})"]
         elif self.code["checkpoint_every_block"]:

@@ -18,7 +18,7 @@ import shlex
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import EmbeddingLayer, ModelSpec, TransformerLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, check_decoder, chunks, describe
+from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, check_decoder, chunks, comment, describe
 from planner.plans.schema import Plan
 
 TARGET = "megatron"
@@ -51,8 +51,8 @@ class MegatronExport(BaseModel):
     def shell(self) -> str:
         """A bash launcher: the argument arrays and the ``torchrun`` line (extra arguments such as
         data and tokenizer flags pass through ``"$@"``)."""
-        lines = ["#!/usr/bin/env bash", f"# Megatron-LM launch for {self.header}"]
-        lines += [f"# note: {n}" for n in self.notes]
+        lines = ["#!/usr/bin/env bash", f"# Megatron-LM launch for {comment(self.header)}"]
+        lines += [f"# note: {comment(n)}" for n in self.notes]
         lines += ["# Run on every node with NODE_RANK, MASTER_ADDR and MASTER_PORT set; pass data and tokenizer",
                   "# arguments after the script name: ./launch.sh --data-path ... --tokenizer-type ...",
                   "set -euo pipefail"]

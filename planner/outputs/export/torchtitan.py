@@ -27,12 +27,13 @@ Module names are those of 0.3.0's ``Decoder``: ``tok_embeddings``, ``layers.<i>`
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, check_decoder, chunks, describe, uniform_recompute
+from planner.outputs.export.common import Chunk, UnsupportedPlanError, check_decoder, chunks, comment, describe, uniform_recompute
 from planner.plans.schema import Plan
 
 TARGET = "torchtitan"
@@ -84,7 +85,7 @@ class TorchtitanExport(BaseModel):
     def python(self) -> str:
         """The config-registry module: save as ``meshplan_job.py`` and run torchtitan with
         ``--module meshplan_job --config meshplan_job``."""
-        head = [f"# torchtitan {VERSION} config registry for {self.header}"] + [f"# note: {n}" for n in self.notes]
+        head = [f"# torchtitan {VERSION} config registry for {comment(self.header)}"] + [f"# note: {comment(n)}" for n in self.notes]
         head += ["# Save as meshplan_job.py on PYTHONPATH and run on every node:",
                  f"#   torchrun --nproc_per_node {self.nproc_per_node} --nnodes {self.nnodes} --node_rank $NODE_RANK \\",
                  "#       --rdzv_endpoint $MASTER_ADDR:29500 -m torchtitan.train --module meshplan_job --config meshplan_job",
@@ -94,8 +95,8 @@ class TorchtitanExport(BaseModel):
                 f"    config = {self.base}()" if self.base else "    config = Trainer.Config()  # set config.model_spec to your model"]
         if self.base:
             imports[1:1] = ["from torchtitan.models.llama3 import model_registry", f"from torchtitan.models.llama3.config_registry import {self.base}"]
-            body.append(f'    config.model_spec = model_registry("{self.flavor}"{", " + FLOAT8 if self.precision == "fp8" else ""})')
-            body.append(f'    config.hf_assets_path = "./assets/hf/Llama-3.1-{self.flavor}"')
+            body.append(f'    config.model_spec = model_registry({json.dumps(self.flavor)}{", " + FLOAT8 if self.precision == "fp8" else ""})')
+            body.append(f'    config.hf_assets_path = {json.dumps("./assets/hf/Llama-3.1-" + str(self.flavor))}')
             if self.precision == "fp8":
                 imports.insert(0, "from torchtitan.components.quantization.float8 import Float8LinearConverter")
         body += [f"    config.parallelism.{k} = {v!r}" for k, v in self.parallelism.items()]

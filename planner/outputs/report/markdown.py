@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 import planner.outputs.report.facts as facts
 import planner.outputs.report.fmt as fmt
 from planner.outputs.report.data import ReportData
@@ -9,6 +12,7 @@ from planner.outputs.report.facts import Row
 from planner.outputs.report.layout import coordinates, node_ranks, pp_ranks_of_node
 from planner.outputs.report.text import FORMULAS, GLOSSARY
 from planner.outputs.report.timeline import shown_microbatches, simulate
+from planner.plans.schema import Plan
 
 MAX_NODES = 8
 """Nodes drawn in the rank map; the rest repeat the pattern."""
@@ -37,7 +41,8 @@ def bar(fraction: float) -> str:
 
 
 def render(data: ReportData) -> str:
-    """The whole report."""
+    """The whole report; the names the plan carries are Markdown-escaped (:func:`escaped_names`)."""
+    data = dataclasses.replace(data, plan=escaped_names(data.plan))
     p = data.plan
     out = [f"# {data.title}", "", f"> **{facts.headline(p)}**", ""]
     out += ["## Summary", "", row_table(facts.summary_rows(p)), "", f"**Binding constraint.** {facts.binding_constraint(p)}", ""]
@@ -167,7 +172,35 @@ def _fragments(data: ReportData) -> list[str]:
         if f.text is None:
             out += [f"Not expressible: {f.refused}", ""]
             continue
-        out += [f"```{f.language}", f.text.rstrip(), "```", ""]
+        out += fenced(f.language, f.text)
         if f.code:
-            out += ["```python", f.code.rstrip(), "```", ""]
+            out += fenced("python", f.code)
     return out
+
+
+def fenced(language: str, text: str) -> list[str]:
+    """A fenced code block whose fence is longer than any run of backticks in ``text`` (CommonMark
+    0.31 section 4.5: a shorter run cannot close it), so text from a plan cannot end the block."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return [f"{fence}{language}", text.rstrip(), fence, ""]
+
+
+_SPECIAL = re.compile(r"([\\`*_\[\]#!~<>&])")
+
+
+def md_escape(text: str) -> str:
+    """``text`` as literal Markdown: the punctuation that opens emphasis, code, links, images, HTML,
+    entities or headings is backslash-escaped (CommonMark 0.31 section 2.4), so a name cannot start
+    any of them; ``|`` is left to :func:`table`, which escapes it in cells."""
+    return _SPECIAL.sub(r"\\\1", text)
+
+
+def escaped_names(plan: Plan) -> Plan:
+    """``plan`` with the free text the report prints (model and cluster names, model argument and
+    sources, GPU name) Markdown-escaped."""
+    m, c = plan.model, plan.cluster
+    model = m.model_copy(update={"name": md_escape(m.name), "arg": md_escape(m.arg), "source": md_escape(m.source)})
+    gpu = c.gpu.model_copy(update={"name": md_escape(c.gpu.name)})
+    cluster = c.model_copy(update={"name": md_escape(c.name), "source": md_escape(c.source), "gpu": gpu})
+    return plan.model_copy(update={"model": model, "cluster": cluster})

@@ -17,7 +17,6 @@ blocks, factory models whose depth cannot be changed) are measured at full depth
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from torch import nn
@@ -91,7 +90,9 @@ def shallow_module(arg: str, small: ModelSpec, depth_blocks: int) -> nn.Module:
 
     from planner.intake.trace.load import _hf_class
 
-    raw = json.loads(open(arg).read())
+    from planner.intake.jsonio import read_json
+
+    raw = read_json(arg, f"model config {arg}", "fix the file")
     raw["num_hidden_layers"] = len([x for x in small.layers if isinstance(x, TransformerLayer)])
     config = transformers.AutoConfig.for_model(**raw)
     config.use_cache = False
