@@ -27,8 +27,9 @@ def estimate(**kwargs: Any) -> EstimateResult:
 
 
 def plan(**kwargs: Any) -> Plan:
-    """Search the fastest plan that fits; see :func:`planner.plans.build.plan`."""
-    from planner.plans.build import plan as _plan
+    """Search the fastest plan that fits; see :func:`planner.plans.route.plan` (``cluster`` may name GPU
+    groups, ``slow`` / ``down`` degrade it) and :func:`planner.plans.build.plan`."""
+    from planner.plans.route import plan as _plan
 
     return _plan(**kwargs)
 

@@ -134,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if Path(args.report).suffix not in (".html", ".htm", ".md"):
             raise UsageError(f"plan: --report {args.report} must end in .html or .md (the report's format)")
     from planner.outputs.report import render_report
-    from planner.plans.build import plan as make_plan  # deferred: the search is not needed for --help
+    from planner.plans.route import plan as make_plan  # deferred: the search is not needed for --help
 
     progress = SearchProgress()
     try:

@@ -44,15 +44,8 @@ def plan(
     sp: bool | None = None,
     recompute: str | None = None,
     schedule: str | None = None,
-    slow: Any = None,
-    down: Any = None,
 ) -> Plan:
     """Search the fastest plan that fits (keyword names match ``meshplan plan`` flags).
-
-    ``cluster`` may name GPU groups (``"dgx-h100:16,dgx-a100:32"`` or a groups JSON file) and
-    ``slow`` / ``down`` degrade it (``"5=0.5,node:2=0.7"``, ``"node:3"``): such a cluster is planned by
-    ``planner.plans.hetero.plan_on_groups`` (uneven shares and per-stage GPU types on the native
-    target, a uniform plan on healthy GPUs of one type for the other engines).
 
     ``tp`` ... ``micro_batch`` fix a dimension (an int) or bound it (a ``(lo, hi)`` tuple, ``hi``
     None for no upper bound, or a string ``"1..4"``); ``sp``, ``recompute`` and ``schedule`` fix
@@ -82,16 +75,6 @@ def plan(
     problems = engine_option_problems(precision, compile)
     if problems:
         raise InputError(*problems)
-    from planner.plans.hetero import names_groups
-
-    if slow is not None or down is not None or names_groups(cluster):
-        from planner.plans.hetero import plan_on_groups
-
-        return plan_on_groups(plan, dict(
-            model=model, cluster=cluster, gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, precision=precision,
-            compile=compile, top_k=top_k, time_limit_s=time_limit_s, memory_headroom_gib=memory_headroom_gib, timing=timing,
-            trace=trace, progress=progress, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero, micro_batch=micro_batch,
-            sp=sp, recompute=recompute, schedule=schedule), slow, down)
     model_spec, cluster_spec = resolve_model_arg(model, trace), resolve_cluster_arg(cluster)
     problems = engine_option_problems(precision, compile, [cluster_spec])
     if problems:
