@@ -46,7 +46,7 @@ def names_groups(cluster: Any) -> bool:
     return isinstance(data, dict) and "groups" in data
 
 
-def resolve_hetero(cluster: Any, gpus: int, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
+def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
     from profiles import degrade, load_hetero_cluster
 
