@@ -95,7 +95,7 @@ class ShareRuntime:
         compute = wait = total = 0.0
         for chunk in mine.split(self.micro_batch):
             start = time.perf_counter()
-            loss = self.loss_fn(self.module(chunk[:, :-1]), chunk[:, 1:]) / m
+            loss = self.loss_fn(_logits(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
             forward = time.perf_counter() - start
             wait += self._slow(forward)
             start = time.perf_counter()
@@ -133,6 +133,11 @@ class ShareRuntime:
             p.grad = flat[offset:offset + n].view_as(p).clone()
             offset += n
         return float(flat[-1])
+
+
+def _logits(out: object) -> torch.Tensor:
+    """Logits of a forward: the tensor itself, or a Hugging Face output's ``.logits``."""
+    return out.logits if hasattr(out, "logits") else out  # type: ignore[return-value, attr-defined]
 
 
 def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
