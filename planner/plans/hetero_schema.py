@@ -68,7 +68,3 @@ class HeteroInfo(BaseModel):
     gpus_used: int
     """GPUs the replicas occupy (the others are down, or left out because they would slow the job)."""
     replicas: list[HeteroReplicaInfo]
-    baseline_step_time_s: float | None = None
-    """Step of the best plan a heterogeneity-blind planner makes on the same GPUs (see ``baseline``)."""
-    baseline: str | None = None
-    """What that baseline is (e.g. the fastest group alone, or equal shares on the degraded cluster)."""
