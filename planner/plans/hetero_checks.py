@@ -10,6 +10,7 @@
   each gradient weight is ``D m_r / M`` (the uniform-batch update);
 - memory: each stage re-estimated on its own GPU type with the cost model (``costmodel.step``, not
   the search) fits that GPU's capacity and equals the stored figure;
+- the target is native (no engine export runs uneven shares or per-stage GPU types);
 - the stored estimate is the re-pricing of the replicas (what ``estimate --plan`` prints).
 """
 
@@ -34,6 +35,8 @@ def hetero_problems(plan: Plan, model: ModelSpec) -> list[str]:
     if info is None:
         return ["the plan has no hetero section"]
     problems = _devices(info) + _shares(plan, info)
+    if plan.request.target != "native":
+        problems.append(f"target {plan.request.target} cannot run uneven shares or per-stage GPU types: a heterogeneous plan is native")
     for r in info.replicas:
         problems += _replica_layers(r, len(model.layers))
         problems += [p for s in r.stages for p in _stage(plan, info.cluster, r, s)]

@@ -71,6 +71,8 @@ def test_the_written_plan_validates_and_estimate_reproduces_it(mixed_plan: Plan,
     (lambda d: d["hetero"]["cluster"]["groups"][0].update(down_nodes=[0]), "node that is down"),
     (lambda d: d["hetero"]["replicas"][0]["stages"][0].update(memory_gib=1.0), "re-estimated"),
     (lambda d: d["hetero"]["replicas"][0].update(grad_weight=1.0), "gradient weight"),
+    (lambda d: d["request"].update(target="megatron"), "a heterogeneous plan is native"),
+    (lambda d: d["hetero"]["replicas"][0]["stages"][0].update(layers=[0, 1]), "in order"),
 ])
 def test_the_validator_finds_each_broken_rule(mixed_plan: Plan, tmp_path: Path, edit, fragment: str) -> None:
     plan = read_plan(_edited(mixed_plan, tmp_path / "bad.json", edit))
