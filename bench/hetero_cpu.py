@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 DATA = REPO / "tests" / "planner" / "runtime" / "data"
-SHAPE = dict(hidden_size=256, intermediate_size=512, max_position_embeddings=256)
+SHAPE = {"hidden_size": 256, "intermediate_size": 512, "max_position_embeddings": 256}
 BATCH, SEQ, SEED = 32, 128, 0
 PLAN = ["--gpus", "4", "--global-batch", str(BATCH), "--seq-len", str(SEQ), "--tp", "1", "--pp", "1", "--micro-batch", "1", "--top-k", "0"]
 

@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
         parse_injection(args.inject_slowdown)
         check_share_plan(plan, args.nproc_per_node or len(plan_counts(plan)))
+        if args.nproc_per_node is None:
+            raise UsageError(f"run: the plan has {len(plan_counts(plan))} replicas; start under torchrun --nproc-per-node "
+                             f"{len(plan_counts(plan))} or pass --nproc-per-node {len(plan_counts(plan))}")
     elif args.nproc_per_node is None and plan.request.gpus == 1:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
         return _rank(args, plan, model)

@@ -20,8 +20,22 @@ from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
 from planner.plans.hetero_estimate import hetero_estimate_result
 from planner.plans.hetero_schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
-from planner.plans.schema import SCHEMA_VERSION, Alternative, Mesh, Plan, RequestInfo, ScheduleInfo, SearchInfo, Stage
-from search.hetero_types import HeteroCandidate, HeteroReplica, HeteroRequest, HeteroResult
+from planner.plans.schema import (
+    SCHEMA_VERSION,
+    Alternative,
+    Mesh,
+    Plan,
+    RequestInfo,
+    ScheduleInfo,
+    SearchInfo,
+    Stage,
+)
+from search.hetero_types import (
+    HeteroCandidate,
+    HeteroReplica,
+    HeteroRequest,
+    HeteroResult,
+)
 
 SOLVER = "hetero-enumeration"
 """The plan's ``search.solver`` for heterogeneous plans (mixes enumerated, shares by exact min-max)."""

@@ -20,8 +20,8 @@ further are refused with one line.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -141,7 +141,7 @@ def _logits(out: object) -> torch.Tensor:
 
 
 def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
-                 loss_fn: Loss | None = None) -> ShareRuntime:
+                 loss_fn: Loss | None = None, device_type: str | None = None) -> ShareRuntime:
     """``planner.apply`` for a plan with uneven shares: this rank's replica of ``module`` (materialised,
     on CPU) with its share; ``step(tokens) -> loss`` as :class:`planner.runtime.apply.Runtime`'s."""
     from planner.runtime.apply import default_optimizer, next_token_loss
@@ -149,6 +149,8 @@ def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer
     if not dist.is_initialized():
         raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
                          "torch.distributed.init_process_group() first")
+    if device_type not in (None, "cpu"):
+        raise InputError(f"uneven shares run on CPU gloo ranks here, not {device_type!r:.20}")
     check_share_plan(plan, dist.get_world_size())
     make = optimizer or default_optimizer
     return ShareRuntime(module=module, optimizer=make(list(module.parameters())), counts=plan_counts(plan),

@@ -19,7 +19,13 @@ import torch.distributed as dist
 
 from planner.plans.schema import Plan
 from planner.runtime.rank_times import RankTime
-from planner.runtime.record import Environment, ModelRun, RunRecord, StepTimeStats, compare
+from planner.runtime.record import (
+    Environment,
+    ModelRun,
+    RunRecord,
+    StepTimeStats,
+    compare,
+)
 from planner.runtime.shares import ShareRuntime, check_share_plan, plan_counts
 
 
@@ -98,8 +104,8 @@ def _record(plan: Plan, arg: Any, params: int, seed: int, steps: int, warmup: in
     timed = times[warmup:] or times
     median = statistics.median(timed)
     est = plan.estimate
-    notes = ["uneven data-parallel shares: each rank runs its replica's micro-batches; gradients weighted by D m_r / M "
-             "(costmodel.hetero.gradient_weights) before one mean all-reduce per step",
+    notes = [("uneven data-parallel shares: each rank runs its replica's micro-batches; gradients weighted by D m_r / M "
+              "(costmodel.hetero.gradient_weights) before one mean all-reduce per step"),
              "weights: the unsplit model's own initialisation under --seed on every rank; batches: seeded tokens"]
     if inject:
         notes.append(f"injected slowdown {inject}: after each micro-batch's forward and backward a rank at speed s sleeps "

@@ -79,7 +79,7 @@ def render_markdown(plan: Plan) -> str:
 
 
 def _md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
-    cell = lambda text: str(text).replace("|", "\\|")  # noqa: E731
+    cell = lambda text: str(text).replace("|", "\\|")
     lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     return lines + ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
 
@@ -98,8 +98,8 @@ def render_html(plan: Plan) -> str:
         rows.append(f"<tr><td>{_ranges(idx)}</td><td>{count}</td><td>{mbs}</td><td>{w:.3f}</td>{cells}</tr>")
     stages = max(len(r[4]) for r in replica_rows(plan))
     head = "".join(f"<th>stage {k}</th>" for k in range(stages))
-    body += ["<h2>Stage / replica map</h2>", "<table><thead><tr><th>replicas</th><th>count</th><th>micro-batches</th>"
-             f"<th>grad weight</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"]
+    body += ["<h2>Stage / replica map</h2>", ("<table><thead><tr><th>replicas</th><th>count</th><th>micro-batches</th>"
+                                              f"<th>grad weight</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")]
     body += ["<h2>Assumptions</h2><ul>" + "".join(f"<li>{escape(a)}</li>" for a in plan.estimate.assumptions) + "</ul>"]
     css = "body{font:14px system-ui,sans-serif;max-width:1040px;margin:24px auto}table{border-collapse:collapse}td,th{border:1px solid #d1d9e0;padding:4px 8px}"
     return f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title><style>{css}</style></head><body>{''.join(body)}</body></html>\n"

@@ -15,8 +15,8 @@ from planner.plans.hetero_checks import hetero_problems
 from planner.plans.named_model import plan_model
 from planner.plans.schema import Plan
 
-MIXED = dict(model="gpt-1.7b", cluster="dgx-h100:8,dgx-a100:8", gpus=16, global_batch=32, seq_len=2048, top_k=1,
-             tp=1, pp=1, micro_batch=1)
+MIXED = {"model": "gpt-1.7b", "cluster": "dgx-h100:8,dgx-a100:8", "gpus": 16, "global_batch": 32, "seq_len": 2048, "top_k": 1,
+         "tp": 1, "pp": 1, "micro_batch": 1}
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,14 @@ from planner.errors import InputError
 from planner.plans.named_model import plan_model
 from planner.plans.replan import infer_speeds, replan
 from planner.runtime.rank_times import RankTime
-from planner.runtime.record import Comparison, Environment, ModelRun, PlanSummary, RunRecord, StepTimeStats
+from planner.runtime.record import (
+    Comparison,
+    Environment,
+    ModelRun,
+    PlanSummary,
+    RunRecord,
+    StepTimeStats,
+)
 
 DATA = Path(__file__).parents[1] / "runtime" / "data"
 MODEL, CLUSTER = str(DATA / "tiny-llama.json"), str(DATA / "laptop-cpu-4.json")

@@ -4,13 +4,12 @@ run's, and an injected slowdown waits (1/speed - 1) x the compute."""
 from __future__ import annotations
 
 import socket
-from pathlib import Path
 
 import pytest
+import shares_worker as w
 import torch
 import torch.multiprocessing as mp
 
-import shares_worker as w
 from costmodel.hetero import gradient_weights
 from planner.errors import InputError
 from planner.runtime.shares_run import parse_injection
