@@ -1,7 +1,7 @@
 """``meshplan replan plan.json --observed run.json``: infer each GPU's speed from a run and re-plan.
 
 The speeds come from the run record's per-rank compute and injected-wait times (median over the
-timed steps, relative to the fastest rank of the same GPU type, rounded; ``planner.plans.replan``).
+timed steps, relative to the fastest rank of the same GPU type, rounded; ``planner.calibration.replan``).
 stdout: the inferred slow GPUs, the predicted step continuing as planned and re-planned, and the
 gain; ``--json`` prints one object with the same facts; ``-o`` writes the new plan.
 """
@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from planner.errors import InputError
     from planner.intake.jsonio import read_json
     from planner.plans.load import load_plan_and_model
-    from planner.plans.replan import replan
+    from planner.calibration.replan import replan
     from planner.runtime.record import RunRecord
 
     plan, model = load_plan_and_model(args.plan)
