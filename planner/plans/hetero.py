@@ -97,17 +97,21 @@ def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: 
     """The heterogeneous search's best plan as a :class:`Plan` (native target)."""
     from search.hetero import search_hetero
 
-    result = search_hetero(model, cluster, hetero_request(global_batch, seq_len, top_k, constraints))
+    req = hetero_request(global_batch, seq_len, top_k, constraints)
+    result = search_hetero(model, cluster, req)
     if result.best is None or not result.best.fits:
         raise NoFeasiblePlanError(f"no heterogeneous plan fits in memory on {cluster.name} "
                                   "(try more GPUs, a smaller --global-batch or --seq-len)", None)
-    return build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace)
+    fixed = {k: (int(v), int(v)) for k, v in constraints.items() if k in ("tp", "pp", "micro_batch", "zero") and v is not None}
+    return build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace, fixed)
 
 
 def build_hetero_plan(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: int, seq_len: int, top_k: int,
-                      result: HeteroResult, timing: bool, trace: bool) -> Plan:
-    """The plan of ``result.best`` (its estimate as ``estimate --plan`` reproduces it)."""
+                      result: HeteroResult, timing: bool, trace: bool, fixed: dict[str, tuple[int, int]] | None = None) -> Plan:
+    """The plan of ``result.best`` (its estimate as ``estimate --plan`` reproduces it); ``fixed`` the
+    dimensions the user fixed, echoed in ``request.constraints``."""
     from planner.plans.build import PLANNER_VERSION, _model_info, summary
+    from planner.plans.constraints import PlanConstraints
 
     best = result.best
     assert best is not None
@@ -118,7 +122,8 @@ def build_hetero_plan(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, 
     return Plan(
         schema_version=SCHEMA_VERSION, planner_version=PLANNER_VERSION, model=_model_info(model_arg, model, trace),
         cluster=first,
-        request=RequestInfo(gpus=gpus, global_batch=cfg.global_batch, seq_len=seq_len, target="native", top_k=top_k, time_limit_s=None),
+        request=RequestInfo(gpus=gpus, global_batch=cfg.global_batch, seq_len=seq_len, target="native", top_k=top_k, time_limit_s=None,
+                            constraints=PlanConstraints(**fixed) if fixed else None),
         mesh=Mesh(dp=cfg.dp, tp=cfg.tp, pp=cfg.pp, cp=1, ep=1, sp=cfg.sp, zero=cfg.zero, gpus_per_node=first.gpus_per_node,
                   nodes=sum(g.nodes for g in cluster.groups)),
         schedule=ScheduleInfo(name=cfg.schedule, virtual_stages=1, micro_batch=cfg.micro_batch,

@@ -47,6 +47,7 @@ def test_the_plan_records_groups_speeds_shares_and_weights(mixed_plan: Plan) -> 
     assert sum(r.micro_batches for r in info.replicas) * mixed_plan.schedule.micro_batch == 32
     assert sum(r.grad_weight for r in info.replicas) == pytest.approx(len(info.replicas))  # the mean all-reduce of weighted means
     assert mixed_plan.search.status == "optimal"
+    assert mixed_plan.request.constraints is not None and mixed_plan.request.constraints.fixed("tp") == 1
 
 
 def test_same_inputs_give_byte_identical_json(mixed_plan: Plan) -> None:
