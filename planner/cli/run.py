@@ -66,6 +66,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     if args.output:
         check_output(args.output, "-o")  # refuse a bad output path before any work
+    if args.inject_slowdown:
+        from planner.runtime.shares_run import parse_injection
+
+        parse_injection(args.inject_slowdown)  # a bad flag before any work
     from planner.plans.load import load_plan
     from planner.plans.named_model import runtime_model
 
@@ -76,9 +80,7 @@ def run(args: argparse.Namespace) -> int:
     _preflight(args, plan, model)
     if plan.hetero is not None or args.inject_slowdown:  # uneven shares / injected slowdown: planner.runtime.shares
         from planner.runtime.shares import check_share_plan, plan_counts
-        from planner.runtime.shares_run import parse_injection
 
-        parse_injection(args.inject_slowdown)
         check_share_plan(plan, args.nproc_per_node or len(plan_counts(plan)))
         if args.nproc_per_node is None:
             raise UsageError(f"run: the plan has {len(plan_counts(plan))} replicas; start under torchrun --nproc-per-node "

@@ -43,3 +43,9 @@ def test_list_clusters_shows_the_groups(meshplan) -> None:
     assert any("dgx-h100" in x and "0..15" in x and "5=0.5" in x for x in lines)
     assert any("dgx-a100" in x and "16..47" in x and x.rstrip().endswith("3") for x in lines)
     assert any(x.startswith("link 0-1") for x in lines)
+
+
+def test_run_refuses_a_bad_injected_slowdown_in_one_line(meshplan, one_line_error, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")  # the flag is refused before the plan is read
+    one_line_error(meshplan("run", str(plan), "--nproc-per-node", "4", "--inject-slowdown", "3=0"), 2, "--inject-slowdown '3=0'")
