@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import planner
+from planner.calibration.replan import infer_speeds, replan
 from planner.errors import InputError
 from planner.plans.named_model import plan_model
-from planner.calibration.replan import infer_speeds, replan
 from planner.runtime.rank_times import RankTime
 from planner.runtime.record import (
     Comparison,
