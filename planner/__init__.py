@@ -27,8 +27,9 @@ def estimate(**kwargs: Any) -> EstimateResult:
 
 
 def plan(**kwargs: Any) -> Plan:
-    """Search the fastest plan that fits; see :func:`planner.plans.build.plan`."""
-    from planner.plans.build import plan as _plan
+    """Search the fastest plan that fits; see :func:`planner.plans.route.plan` (``cluster`` may name GPU
+    groups, ``slow`` / ``down`` degrade it) and :func:`planner.plans.build.plan`."""
+    from planner.plans.route import plan as _plan
 
     return _plan(**kwargs)
 
@@ -99,7 +100,12 @@ __all__ += ["sweep"]
 def apply(plan: Plan, module: Any, **kwargs: Any) -> Any:
     """Run ``plan``'s split of ``module`` on the initialised process group (DeviceMesh, DTensor TP/SP,
     FSDP2, checkpointing, torch.distributed.pipelining); returns a runtime with ``step(tokens) -> loss``.
-    See :func:`planner.runtime.apply.apply`."""
+    See :func:`planner.runtime.apply.apply`; a plan with uneven data-parallel shares (``plan.hetero``) runs
+    on :func:`planner.runtime.shares.apply_shares` (``module`` materialised on CPU, one replica per rank)."""
+    if getattr(plan, "hetero", None) is not None:
+        from planner.runtime.shares import apply_shares
+
+        return apply_shares(plan, module, **kwargs)
     from planner.runtime.apply import apply as _apply
 
     return _apply(plan, module, **kwargs)

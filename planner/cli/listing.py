@@ -13,7 +13,8 @@ from planner.cli._common import EXIT_OK, add_subparser
 _EXAMPLES = """\
   meshplan list models
   meshplan list gpus
-  meshplan list clusters | grep h100"""
+  meshplan list clusters | grep h100
+  meshplan list clusters --cluster dgx-h100:16,dgx-a100:32 --slow 5=0.5 --down node:3"""
 
 _DESCRIPTION = """\
 List the model presets (for --model), the GPU datasheets, or the cluster presets (for --cluster).
@@ -27,6 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``list`` subcommand."""
     parser = add_subparser(subparsers, "list", "list model, GPU and cluster presets", _DESCRIPTION, _EXAMPLES)
     parser.add_argument("what", choices=sorted(_LISTERS), help="what to list")
+    parser.add_argument("--cluster", metavar="C:N,C:N", help="clusters: show the GPU groups of this cluster (groups or a groups JSON file)")
+    parser.add_argument("--slow", metavar="GPU=SPEED", action="append", help="with --cluster: slow GPUs (5=0.5) or nodes (node:2=0.7)")
+    parser.add_argument("--down", metavar="node:N", action="append", help="with --cluster: nodes that are gone")
     parser.set_defaults(run=run)
 
 
@@ -34,6 +38,15 @@ def run(args: argparse.Namespace) -> int:
     """Print the table of ``args.what``."""
     from planner.cli._tables import print_table
 
+    if args.cluster is not None or args.slow or args.down:
+        if args.what != "clusters" or args.cluster is None:
+            from planner.cli._common import UsageError
+
+            raise UsageError("list: --cluster, --slow and --down go with 'list clusters --cluster C:N,C:N'")
+        from planner.cli._groups_view import group_rows
+
+        print_table(*group_rows(args.cluster, args.slow, args.down))
+        return EXIT_OK
     print_table(*_LISTERS[args.what]())
     return EXIT_OK
 

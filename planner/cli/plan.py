@@ -45,10 +45,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what = parser.add_argument_group("model, hardware and batch")
     what.add_argument("--model", metavar="M", required=True, help="preset, config.json or module factory")
     what.add_argument("--trace", action="store_true", help="build a config.json model with transformers on the meta device and trace it")
-    what.add_argument("--cluster", metavar="C", required=True, help="cluster preset or JSON file")
+    what.add_argument("--cluster", metavar="C", required=True,
+                      help="cluster preset or JSON file, or GPU groups in order: C:N[,C:N...] (e.g. dgx-h100:16,dgx-a100:32) or a groups JSON file")
     what.add_argument("--gpus", metavar="N", type=positive_int, required=True, help="number of GPUs")
     what.add_argument("--global-batch", metavar="B", type=positive_int, required=True, help="sequences per optimizer step")
     what.add_argument("--seq-len", metavar="S", type=positive_int, required=True, help="tokens per sequence")
+    what.add_argument("--slow", metavar="GPU=SPEED", action="append",
+                      help="a slow GPU (5=0.5) or node (node:2=0.7), speed in (0, 1]; comma-joined or repeated; GPUs and nodes numbered across the groups")
+    what.add_argument("--down", metavar="node:N", action="append", help="a node that is gone (node:3); comma-joined or repeated")
     how = parser.add_argument_group("search")
     how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native",
                      help="restrict the plan to what this engine can express (default native: everything)")
@@ -130,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         if Path(args.report).suffix not in (".html", ".htm", ".md"):
             raise UsageError(f"plan: --report {args.report} must end in .html or .md (the report's format)")
     from planner.outputs.report import render_report
-    from planner.plans.build import plan as make_plan  # deferred: the search is not needed for --help
+    from planner.plans.route import plan as make_plan  # deferred: the search is not needed for --help
 
     progress = SearchProgress()
     try:
@@ -138,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
             plan = make_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, global_batch=args.global_batch,
                              seq_len=args.seq_len, target=args.target, precision=args.precision, compile=args.compile, top_k=args.top_k, time_limit_s=args.time_limit,
                              memory_headroom_gib=args.memory_headroom, timing=args.timing, trace=args.trace, progress=progress,
-                             **constraint_values(args))
+                             slow=args.slow, down=args.down, **constraint_values(args))
     finally:
         progress.close()
     print(f"meshplan: searched in {time.perf_counter() - progress.start:.1f} s ({plan.search.status})", file=sys.stderr)
@@ -174,6 +178,10 @@ def summary_text(plan: Any) -> str:
         f"{search.candidates_pruned:,} pruned, {search.solver}",
     ]
     lines += [f"  alternative {a.rank}: {a.summary}: {a.why_lost}" for a in plan.alternatives]
+    if plan.hetero is not None:
+        from planner.outputs.report.hetero import replica_lines
+
+        lines += replica_lines(plan)
     return "\n".join(lines) + "\n"
 
 

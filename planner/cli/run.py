@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), help="default: cuda when available, else cpu")
     parser.add_argument("--nproc-per-node", type=positive_int, metavar="K",
                         help="check the plan, then start torchrun --standalone with K processes")
+    parser.add_argument("--inject-slowdown", metavar="RANK=SPEED",
+                        help="emulate slow ranks (3=0.5[,R=S...]): after each micro-batch's forward and backward a rank at speed S "
+                             "waits (1/S - 1) x that compute (data-parallel plans of whole-model replicas)")
     parser.add_argument("-o", "--output", metavar="RUN_JSON", help="write the run record (rank 0)")
     parser.add_argument("--json", action="store_true", help="print the run record as one JSON object")
     add_retrace(parser)
@@ -91,6 +94,10 @@ def run(args: argparse.Namespace) -> int:
     if args.output:
         check_output(args.output, "-o")  # refuse a bad output path before any work
     check_device(args.device)
+    if args.inject_slowdown:
+        from planner.runtime.shares_run import parse_injection
+
+        parse_injection(args.inject_slowdown)  # a bad flag before any work
     from planner.plans.load import load_plan
     from planner.plans.named_model import runtime_model
 
@@ -99,7 +106,14 @@ def run(args: argparse.Namespace) -> int:
     if "RANK" in os.environ:
         return _rank(args, plan, model)
     _preflight(args, plan, model)
-    if args.nproc_per_node is None and plan.request.gpus == 1:
+    if plan.hetero is not None or args.inject_slowdown:  # uneven shares / injected slowdown: planner.runtime.shares
+        from planner.runtime.shares import check_share_plan, plan_counts
+
+        check_share_plan(plan, args.nproc_per_node or len(plan_counts(plan)))
+        if args.nproc_per_node is None:
+            raise UsageError(f"run: the plan has {len(plan_counts(plan))} replicas; start under torchrun --nproc-per-node "
+                             f"{len(plan_counts(plan))} or pass --nproc-per-node {len(plan_counts(plan))}")
+    elif args.nproc_per_node is None and plan.request.gpus == 1:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
         return _rank(args, plan, model)
     if args.nproc_per_node is None:
@@ -108,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     argv = ["run", args.plan, "--steps", str(args.steps), "--warmup", str(args.warmup), "--seed", str(args.seed)]
     argv += [*(["--model", args.model] if args.model else []), *(["--device", args.device] if args.device else []),
              *(["-o", args.output] if args.output else []), *(["--json"] if args.json else []),
-             *(["--retrace"] if args.retrace else [])]
+             *(["--retrace"] if args.retrace else []),
+             *(["--inject-slowdown", args.inject_slowdown] if args.inject_slowdown else [])]
     cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cli.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}", cli, *argv]
     return subprocess.run(cmd, check=False).returncode
@@ -142,6 +157,8 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
     from planner.runtime.run import run_plan
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    if plan.hetero is not None or args.inject_slowdown:  # type: ignore[attr-defined]
+        return _share_rank(args, plan, model)
     if world != plan.request.gpus:  # type: ignore[attr-defined]
         if os.environ.get("RANK") != "0":
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
@@ -172,4 +189,30 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
         from planner.runtime.report import record_text
 
         print(record_text(record))
+    return EXIT_OK
+
+
+def _share_rank(args: argparse.Namespace, plan: object, model: object) -> int:
+    """One rank of a run of uneven shares or an injected slowdown (``planner.runtime.shares_run``, CPU gloo)."""
+    import torch.distributed as dist
+
+    from planner.errors import InputError
+    from planner.runtime.shares_run import parse_injection, run_shares
+
+    inject = parse_injection(args.inject_slowdown)
+    dist.init_process_group("gloo")
+    try:
+        record = run_shares(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed, inject=inject)  # type: ignore[arg-type]
+    except InputError:
+        if dist.get_rank() != 0:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
+        raise
+    finally:
+        dist.destroy_process_group()
+    if record is None:
+        return EXIT_OK
+    text = record.to_json()
+    if args.output:
+        write_output(args.output, text)
+    print(text if args.json else f"run: median step {record.step_time.median_s:.4g} s, losses {[round(x, 4) for x in record.losses]}", end="" if args.json else "\n")
     return EXIT_OK

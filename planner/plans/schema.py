@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, Precision
 from planner.plans.constraints import PlanConstraints
 from planner.estimation.result import EstimateResult
+from planner.plans.hetero_schema import HeteroInfo
 
 SCHEMA_VERSION = "1.0"
 """Version of the plan layout; ``planner.load_plan`` refuses any other."""
@@ -159,8 +160,11 @@ class Plan(BaseModel):
     estimate: EstimateResult
     alternatives: list[Alternative]
     search: SearchInfo
+    hetero: HeteroInfo | None = None
+    """Mixed or degraded cluster only (``planner.plans.hetero_schema``): each replica's and stage's GPU
+    group, speed, share and gradient weight; absent from homogeneous plans' JSON."""
 
     def to_json(self) -> str:
-        """Deterministic JSON text (same plan, same bytes)."""
-        return self.model_dump_json(indent=2) + "\n"
+        """Deterministic JSON text (same plan, same bytes); a homogeneous plan has no ``hetero`` key."""
+        return self.model_dump_json(indent=2, exclude={"hetero"} if self.hetero is None else None) + "\n"
 

@@ -15,6 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from planner.runtime.rank_times import RankTime
+
 RECORD_SCHEMA_VERSION = "1.0"
 """Version of the run-record layout."""
 
@@ -147,10 +149,13 @@ class RunRecord(BaseModel):
     memory: list[RankMemory] = Field(default_factory=list)
     notes: list[str] = Field(default_factory=list)
     """What the reader must know (CPU peak is the plan's GPU, weights from seed, ...)."""
+    rank_times: list[RankTime] | None = None
+    """Per-rank compute, injected wait and sync seconds (runs of uneven shares or injected slowdowns;
+    ``planner.runtime.rank_times``); absent from other records' JSON."""
 
     def to_json(self) -> str:
-        """Deterministic JSON text."""
-        return self.model_dump_json(indent=2) + "\n"
+        """Deterministic JSON text (no ``rank_times`` key when the run did not measure them)."""
+        return self.model_dump_json(indent=2, exclude={"rank_times"} if self.rank_times is None else None) + "\n"
 
 
 def compare(measured: float | None, predicted: float | None) -> Comparison:

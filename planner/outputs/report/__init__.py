@@ -22,6 +22,10 @@ def render_report(plan: Plan, format: str = "md", model: ModelSpec | None = None
     """The report text in ``format`` (``md`` or ``html``)."""
     if format not in FORMATS:
         raise InputError(f"unknown report format {format!r}; use md or html")
+    if plan.hetero is not None:  # a mixed or degraded cluster: the stage / replica map
+        from planner.outputs.report.hetero import render_html, render_markdown
+
+        return render_markdown(plan) if format == "md" else render_html(plan)
     from planner.outputs.report.data import collect
 
     data = collect(plan, model, reestimate)

@@ -1,0 +1,157 @@
+"""Uneven data-parallel shares on torch.distributed (issue 22), and injected slowdowns.
+
+:class:`ShareRuntime` trains a data-parallel plan whose replica r (rank r) runs ``counts[r]``
+micro-batches per step: rank r takes rows ``[offset_r, offset_r + counts[r] * micro_batch)`` of the
+global batch, averages its loss over its micro-batches (``g_r = (1/m_r) Σ ∇ℓ_i``), scales that
+gradient by its weight ``w_r = D m_r / M`` (``costmodel.hetero.gradient_weights``) and all-reduces
+the mean over the D ranks: ``(1/D) Σ_r w_r g_r = (1/M) Σ_all ∇ℓ_i``, exactly the update of the
+one-process run on the whole batch (equal micro-batch sizes). One all-reduce per step, whatever the
+share, so ranks with different micro-batch counts never mismatch collectives.
+
+``speed`` < 1 emulates a slow GPU on CPU: after each micro-batch's forward and after its backward
+the rank sleeps ``(1/speed - 1)`` times what that compute took, so that its busy time is the
+compute's divided by ``speed``. Per step it records the compute seconds, the injected wait, and the
+seconds spent in the gradient all-reduce (which include waiting for slower ranks).
+
+Replicas here are whole models on one rank each (``tp = pp = cp = 1``); plans that split a replica
+further are refused with one line.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from costmodel.hetero import gradient_weights
+from planner.errors import InputError
+from planner.plans.schema import Plan
+
+Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def plan_counts(plan: Plan) -> list[int]:
+    """Micro-batches of each rank: the plan's shares, or ``num_microbatches`` each for a uniform plan."""
+    if plan.hetero is not None:
+        return [r.micro_batches for r in plan.hetero.replicas]
+    return [plan.schedule.num_microbatches] * plan.mesh.dp
+
+
+def check_share_plan(plan: Plan, world: int) -> None:
+    """One-line :class:`InputError` unless every replica is one whole model on one rank."""
+    m = plan.mesh
+    if m.tp * m.pp * m.cp != 1:
+        raise InputError(f"uneven shares and injected slowdowns run plans of whole-model replicas (tp 1, pp 1, cp 1); "
+                         f"this plan has tp {m.tp}, pp {m.pp}, cp {m.cp}")
+    if len(plan_counts(plan)) != world:
+        raise InputError(f"the plan has {len(plan_counts(plan))} replicas, the world {world} ranks; "
+                         f"launch with --nproc-per-node {len(plan_counts(plan))}")
+
+
+@dataclass
+class StepTiming:
+    """One step of one rank, seconds."""
+
+    compute_s: float
+    wait_s: float
+    """Injected (emulated slowdown) sleep."""
+    sync_s: float
+    """Gradient all-reduce, including waiting for the slowest rank."""
+
+
+@dataclass
+class ShareRuntime:
+    """This rank's replica, its share and its emulated speed."""
+
+    module: nn.Module
+    optimizer: torch.optim.Optimizer
+    counts: list[int]
+    micro_batch: int
+    rank: int
+    loss_fn: Loss
+    speed: float = 1.0
+    timings: list[StepTiming] = field(default_factory=list)
+
+    @property
+    def weight(self) -> float:
+        return gradient_weights(self.counts)[self.rank]
+
+    def rows(self, tokens: torch.Tensor) -> torch.Tensor:
+        """This rank's rows of the global batch (batch, seq + 1)."""
+        total = sum(self.counts) * self.micro_batch
+        if tokens.shape[0] != total:
+            raise InputError(f"global batch {tokens.shape[0]} != shares {self.counts} x micro-batch {self.micro_batch}")
+        start = sum(self.counts[: self.rank]) * self.micro_batch
+        return tokens[start:start + self.counts[self.rank] * self.micro_batch]
+
+    def step(self, tokens: torch.Tensor) -> float:
+        """One training step on the global batch; returns the mean loss over the whole batch."""
+        mine, m = self.rows(tokens), self.counts[self.rank]
+        self.optimizer.zero_grad(set_to_none=False)
+        compute = wait = total = 0.0
+        for chunk in mine.split(self.micro_batch):
+            start = time.perf_counter()
+            loss = self.loss_fn(_logits(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
+            forward = time.perf_counter() - start
+            wait += self._slow(forward)
+            start = time.perf_counter()
+            loss.backward()
+            backward = time.perf_counter() - start
+            wait += self._slow(backward)
+            compute += forward + backward
+            total += float(loss.detach())
+        start = time.perf_counter()
+        mean_loss = self._reduce(total * m / sum(self.counts))
+        sync = time.perf_counter() - start
+        self.optimizer.step()
+        self.timings.append(StepTiming(compute_s=compute, wait_s=wait, sync_s=sync))
+        return mean_loss
+
+    def _slow(self, compute_s: float) -> float:
+        """Sleep ``(1/speed - 1) x compute_s`` (nothing at full speed); the seconds slept."""
+        if self.speed >= 1.0:
+            return 0.0
+        extra = (1.0 / self.speed - 1.0) * compute_s
+        time.sleep(extra)
+        return extra
+
+    def _reduce(self, loss_part: float) -> float:
+        """Weight this rank's gradient, mean all-reduce every gradient in one flat buffer, and sum the
+        loss parts (``m_r / M`` of each rank's mean loss) in the same call."""
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+        flat = torch.cat([g.reshape(-1) * self.weight for g in grads] + [torch.tensor([loss_part], dtype=grads[0].dtype)])
+        dist.all_reduce(flat)
+        flat[:-1] /= len(self.counts)
+        offset = 0
+        for p, g in zip(params, grads):
+            n = g.numel()
+            p.grad = flat[offset:offset + n].view_as(p).clone()
+            offset += n
+        return float(flat[-1])
+
+
+def _logits(out: object) -> torch.Tensor:
+    """Logits of a forward: the tensor itself, or a Hugging Face output's ``.logits``."""
+    return out.logits if hasattr(out, "logits") else out  # type: ignore[return-value, attr-defined]
+
+
+def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
+                 loss_fn: Loss | None = None, device_type: str | None = None) -> ShareRuntime:
+    """``planner.apply`` for a plan with uneven shares: this rank's replica of ``module`` (materialised,
+    on CPU) with its share; ``step(tokens) -> loss`` as :class:`planner.runtime.apply.Runtime`'s."""
+    from planner.runtime.apply import default_optimizer, next_token_loss
+
+    if not dist.is_initialized():
+        raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
+                         "torch.distributed.init_process_group() first")
+    if device_type not in (None, "cpu"):
+        raise InputError(f"uneven shares run on CPU gloo ranks here, not {device_type!r:.20}")
+    check_share_plan(plan, dist.get_world_size())
+    make = optimizer or default_optimizer
+    return ShareRuntime(module=module, optimizer=make(list(module.parameters())), counts=plan_counts(plan),
+                        micro_batch=plan.schedule.micro_batch, rank=dist.get_rank(), loss_fn=loss_fn or next_token_loss, speed=speed)

@@ -1,0 +1,51 @@
+"""The command line on mixed and degraded clusters (issue 22): plan, validate, estimate --plan,
+export refusal, list clusters --cluster, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SMALL = ["--model", "gpt-1.7b", "--global-batch", "32", "--seq-len", "2048", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--top-k", "1"]
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--cluster", "dgx-h100:8,no-such-preset:8", "--gpus", "16"], "no-such-preset"),
+    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "15=0.5,99=0.5"], "GPU 99 is past"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "3=0"], "(0, 1]"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "node:1=1.5"], "(0, 1]"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--down", "node:0,node:1"], "every one of the cluster's 2 nodes"),
+    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "24"], "not 24"),
+])
+def test_bad_cluster_input_exits_2_with_one_line(meshplan, one_line_error, args: list[str], fragment: str) -> None:
+    one_line_error(meshplan("plan", *SMALL, *args), 2, fragment)
+
+
+def test_plan_validate_estimate_and_export_a_mixed_plan(meshplan, tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    proc = meshplan("plan", *SMALL, "--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "replicas (16 GPUs used)" in proc.stdout
+    plan = json.loads(out.read_text())
+    assert meshplan("validate", str(out)).returncode == 0
+    est = meshplan("estimate", "--plan", str(out), "--json")
+    assert json.loads(est.stdout)["step_time_s"] == plan["estimate"]["step_time_s"]
+    refused = meshplan("export", str(out), "--to", "torchtitan")
+    assert refused.returncode == 2 and "uneven data-parallel shares" in refused.stderr
+
+
+def test_list_clusters_shows_the_groups(meshplan) -> None:
+    proc = meshplan("list", "clusters", "--cluster", "dgx-h100:16,dgx-a100:32", "--slow", "5=0.5", "--down", "node:3")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any("dgx-h100" in x and "0..15" in x and "5=0.5" in x for x in lines)
+    assert any("dgx-a100" in x and "16..47" in x and x.rstrip().endswith("3") for x in lines)
+    assert any(x.startswith("link 0-1") for x in lines)
+
+
+def test_run_refuses_a_bad_injected_slowdown_in_one_line(meshplan, one_line_error, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text("{}")  # the flag is refused before the plan is read
+    one_line_error(meshplan("run", str(plan), "--nproc-per-node", "4", "--inject-slowdown", "3=0"), 2, "--inject-slowdown '3=0'")
