@@ -28,8 +28,10 @@ FUZZ = settings(database=None, deadline=None, suppress_health_check=[HealthCheck
 tree, no per-example deadline (engine-free but file-writing examples vary in time)."""
 
 
-CASE_LIMIT_S = float(os.environ.get("MESHPLAN_FUZZ_LIMIT_S", "5"))
-"""Most seconds one refusal may take (the issue's bound; in-process, so no start-up is counted)."""
+CASE_LIMIT_S = float(os.environ.get("MESHPLAN_FUZZ_LIMIT_S", "15"))
+"""Most seconds one refusal may take in the suite: it cuts off a hang (a reader waiting on a FIFO) or
+quadratic parsing, with room for a loaded 2-core machine (a 5 s bound flaked at load 10). The
+issue's 5 s bound on each reproduction, whole process, is what ``bench/hardening_repros.py`` measures."""
 
 
 class CaseTimeout(BaseException):
