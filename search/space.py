@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
-from search.targets import engine_fields, rules_for, tp_overlap_allowed, zero_allowed
+from search.targets import engine_fields, native_schedule_allowed, rules_for, tp_overlap_allowed, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -63,13 +63,15 @@ def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[M
     cps = [x for x in divisors(req.gpus) if x == 1 or (rules.context_parallel and x <= max_cp and req.seq_len % (2 * x) == 0 and bl and model.has_sequence)]
     experts = sorted({b.num_experts for b in bl if b.is_moe})
     out = []
+    tied = model.tied_embeddings and not rules.split_tied
     for tp, cp, pp in itertools.product(tps, cps, divisors(req.gpus)):
-        if pp > pipeline_units(model) or req.gpus % (tp * cp * pp):
+        if pp > pipeline_units(model) or req.gpus % (tp * cp * pp) or (tied and tp * pp > 1):
             continue
         dp = req.gpus // (tp * cp * pp)
         if req.global_batch % dp or not all(c.allows(k, v) for k, v in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp))):
             continue
-        out += [Mesh(tp, cp, pp, dp, ep) for ep in _expert_degrees(experts, dp * cp) if c.allows("ep", ep)]
+        eps = _expert_degrees(experts, dp * cp) if rules.expert_parallel else [1]
+        out += [Mesh(tp, cp, pp, dp, ep) for ep in eps if c.allows("ep", ep)]
     return out
 
 
@@ -97,6 +99,8 @@ def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRe
             units = pipeline_units(model)
             top = int(min(units, c.cap("vpp", req.max_vpp)))
             out += [("interleaved-1f1b", v) for v in range(2, top + 1) if units % (mesh.pp * v) == 0]
+    if rules_for(req.target).runtime_schedules:
+        out = [(s, v) for s, v in out if native_schedule_allowed(s, mesh.pp, mesh.tp, num_microbatches)]
     if c.schedule is None and c.vpp is None:
         return out
     return [(s, v) for s, v in out if c.allows("schedule", s) and c.allows("vpp", v)]

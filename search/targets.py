@@ -61,10 +61,18 @@ class TargetRules:
     carves EP out of ``dp_shard x cp``; replication, ZeRO-0, gives a shard degree of 1)."""
     split: Literal["explicit", "deepspeed"] = "explicit"
     """``deepspeed``: the stage split is :func:`costmodel.table.deepspeed_stage_layers`."""
+    expert_parallel: bool = True
+    """The engine shards experts over an EP group (ep > 1)."""
+    split_tied: bool = True
+    """The engine splits tied embedding / head weights over tp and over pipeline stages."""
+    runtime_schedules: bool = False
+    """The schedule must be one ``torch.distributed.pipelining`` runs as the native runtime builds
+    it (:func:`native_schedule_allowed`)."""
 
 
 RULES: dict[str, TargetRules] = {
-    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True),
+    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, False, (False, True), True,
+                          expert_parallel=False, split_tied=False, runtime_schedules=True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
     "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), False, ep_within_shard=True),
     "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
@@ -80,8 +88,19 @@ def tp_overlap_allowed(rules: TargetRules, target: str, compile: bool | None) ->
 
 
 def rules_for(target: str) -> TargetRules:
-    """The rules of ``target`` (native allows everything)."""
+    """The rules of ``target`` (native: what ``planner.runtime`` runs)."""
     return RULES[target]
+
+
+def native_schedule_allowed(schedule: str, pp: int, tp: int, num_microbatches: int) -> bool:
+    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-tp`` and
+    ``native-zb-h1-rounds`` of ``planner.plans.target_rules``): torch's
+    ``ScheduleInterleavedZeroBubble`` cannot take the input-gradient backward of the vocab-parallel
+    loss (tp > 1), and needs the micro-batches a multiple of its rounds, max(1, n // pp)
+    (torch/distributed/pipelining/schedules.py)."""
+    if schedule != "zb-h1" or pp == 1:
+        return True
+    return tp == 1 and num_microbatches % max(1, num_microbatches // pp) == 0
 
 
 def zero_allowed(rules: TargetRules, zero: int, pp: int, dp: int, cp: int, ep: int, moe: bool) -> bool:

@@ -11,7 +11,8 @@ models (``runtime/engine.py`` ``_validate_zero3_moe_compatibility``); the split 
 layer; no cp, no sp, no tp overlap; 1f1b. torchtitan: ZeRO 0 or 3 (FSDP2); ep dividing the sharded dp
 (dp under ZeRO-3, else 1) x cp (``ParallelDims``); one recompute mode; sp with every tp > 1; no zb-h1;
 tp overlap only as async TP, which needs torch.compile (``CompileConfig.__post_init__``).
-native: anything.
+native: what the native runtime (``planner.runtime``, torch.distributed.pipelining, FSDP2, DTensor)
+runs, each a named rule (``native rule <name>: ...``, :data:`NATIVE_RULES`).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
     """What ``target`` cannot express (see the module docstring), and a plan estimated on another
     engine than its target's (``config.engine``, whose behaviour ``costmodel.engines`` applies)."""
     modes = {m for m, x in zip(layer_modes(cfg, model), model.layers) if recomputable(x)}
-    checks = {"megatron": _megatron, "deepspeed": _deepspeed, "torchtitan": _torchtitan}
+    checks = {"megatron": _megatron, "deepspeed": _deepspeed, "torchtitan": _torchtitan, "native": _native}
     out = checks[target](cfg, model, modes) if target in checks else []
     if cfg.engine != target:
         out.append(f"config.engine {cfg.engine} is not the plan's target {target}: the estimate must model the engine the plan runs on; re-plan it")
@@ -106,6 +107,38 @@ def _torchtitan(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[
         out.append("torchtitan applies sequence parallelism with every tp > 1 (sp must be on)")
     if cfg.tp_comm_overlap and cfg.compile is not True:
         out.append("torchtitan overlaps tp communication only as async TP, which needs torch.compile (config.compile true)")
+    return out
+
+
+NATIVE_RULES: dict[str, str] = {
+    "native-cp": "context parallelism is not wired into the native runtime (rotary positions are not sharded with the tokens); use cp 1",
+    "native-ep": "the native runtime does not shard experts over an expert-parallel group; use ep 1",
+    "native-tied": "the native runtime splits tied embedding and head weights neither over tp nor over pipeline stages; use tp 1 and pp 1, or untie them",
+    "native-zb-h1-tp": "torch.distributed.pipelining's zero-bubble schedule cannot run the input-gradient backward of the vocab-parallel loss; use zb-h1 with tp 1, or another schedule",
+    "native-zb-h1-rounds": "torch's ScheduleInterleavedZeroBubble needs the micro-batches a multiple of its rounds, max(1, micro-batches // pp)",
+}
+"""The native target's rules: what the runtime cannot run. ``search.targets`` keeps the search inside them."""
+
+
+def native_rule(name: str, detail: str) -> str:
+    """The validator's line for native rule ``name`` with this plan's ``detail``."""
+    return f"native rule {name}: {NATIVE_RULES[name]} ({detail})"
+
+
+def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]:
+    out = []
+    if cfg.cp > 1:
+        out.append(native_rule("native-cp", f"cp {cfg.cp}"))
+    if cfg.ep > 1:
+        out.append(native_rule("native-ep", f"ep {cfg.ep}"))
+    if model.tied_embeddings and cfg.tp * cfg.pp > 1:
+        out.append(native_rule("native-tied", f"tp {cfg.tp}, pp {cfg.pp}"))
+    if cfg.schedule == "zb-h1" and cfg.pp > 1:
+        n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
+        if cfg.tp > 1:
+            out.append(native_rule("native-zb-h1-tp", f"tp {cfg.tp}"))
+        if n % max(1, n // cfg.pp):
+            out.append(native_rule("native-zb-h1-rounds", f"{n} micro-batches, pp {cfg.pp}: {max(1, n // cfg.pp)} rounds"))
     return out
 
 

@@ -40,7 +40,9 @@ class StageModule(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         for unit in self.units:
             module = self.layer(unit)
-            if unit.wants_rotary:
+            if unit.positions:
+                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions])(h)
+            elif unit.wants_rotary:
                 h = _RotaryCall(module, self.root.get_submodule(self.rotary_path or ""), self.seq_shards)(h)
             else:
                 h = _Call(module)(h)
@@ -69,6 +71,21 @@ class _RotaryCall(_Call):
         return out[0] if isinstance(out, tuple) else out
 
 
+class _PositionCall(_Call):
+    """A token table plus learned position tables (GPT-2): ``wte(tokens) + wpe(arange(seq))``."""
+
+    def __init__(self, module: nn.Module, tables: list[nn.Module]) -> None:
+        super().__init__(module)
+        self.tables = tables
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        out = super().__call__(h)
+        positions = torch.arange(h.shape[1], device=h.device)
+        for table in self.tables:
+            out = out + table(positions)
+        return out
+
+
 def _drop(root: nn.Module, path: str) -> None:
     parent_path, _, name = path.rpartition(".")
     parent = root.get_submodule(parent_path) if parent_path else root
@@ -86,7 +103,8 @@ def build_stages(module: nn.Module, lmap: LayerMap, chunks: list[tuple[list[int]
         keep = set(layers)
         for unit in lmap.units:
             if unit.index not in keep:
-                _drop(root, unit.path)
+                for path in (unit.path, *unit.positions):
+                    _drop(root, path)
         stage = StageModule(root, [lmap.units[i] for i in layers], recompute, lmap.rotary_path)
         for unit, mode in zip(stage.units, recompute):
             apply_recompute(stage.layer(unit), mode)
