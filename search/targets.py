@@ -92,15 +92,26 @@ def rules_for(target: str) -> TargetRules:
     return RULES[target]
 
 
-def native_schedule_allowed(schedule: str, pp: int, tp: int, num_microbatches: int) -> bool:
-    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-tp`` and
-    ``native-zb-h1-rounds`` of ``planner.plans.target_rules``): torch's
-    ``ScheduleInterleavedZeroBubble`` cannot take the input-gradient backward of the vocab-parallel
-    loss (tp > 1), and needs the micro-batches a multiple of its rounds, max(1, n // pp)
-    (torch/distributed/pipelining/schedules.py)."""
+def native_schedule_allowed(schedule: str, pp: int, tp: int, num_microbatches: int, recompute: str | None = None) -> bool:
+    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-tp``,
+    ``native-zb-h1-rounds`` and ``native-zb-h1-selective`` of ``planner.plans.native_rules``):
+    torch's ``ScheduleInterleavedZeroBubble`` cannot take the input-gradient backward of the
+    vocab-parallel loss (tp > 1), needs the micro-batches a multiple of its rounds, max(1, n // pp)
+    (torch/distributed/pipelining/schedules.py), and runs two backwards through each layer (input,
+    then weight gradients), which selective activation checkpointing refuses (``recompute`` is the
+    mode the constraints fix, if any; :func:`native_zb_modes` keeps the search's own choice apart)."""
     if schedule != "zb-h1" or pp == 1:
         return True
-    return tp == 1 and num_microbatches % max(1, num_microbatches // pp) == 0
+    return tp == 1 and num_microbatches % max(1, num_microbatches // pp) == 0 and recompute != "selective"
+
+
+def native_zb_modes(rules: TargetRules, schedule: str, pp: int) -> list[tuple[int, ...]] | None:
+    """Recomputation the search may choose for a native zero-bubble pipeline: one mode for every
+    layer, none or full (``native-zb-h1-selective``: no selective checkpointing; codes of
+    ``costmodel.table.RECOMPUTE_CODES``); None where the target's own policy applies."""
+    if not rules.runtime_schedules or schedule != "zb-h1" or pp == 1:
+        return None
+    return [(0,), (2,)]
 
 
 def zero_allowed(rules: TargetRules, zero: int, pp: int, dp: int, cp: int, ep: int, moe: bool) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 from costmodel.specs import GenericLayer, HeadLayer, ModelSpec, NormLayer, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
 from planner.errors import InputError
+from planner.plans.native_rules import native_rule
 from planner.plans.schema import Plan
 
 
@@ -110,21 +111,6 @@ def _torchtitan(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[
     return out
 
 
-NATIVE_RULES: dict[str, str] = {
-    "native-cp": "context parallelism is not wired into the native runtime (rotary positions are not sharded with the tokens); use cp 1",
-    "native-ep": "the native runtime does not shard experts over an expert-parallel group; use ep 1",
-    "native-tied": "the native runtime splits tied embedding and head weights neither over tp nor over pipeline stages; use tp 1 and pp 1, or untie them",
-    "native-zb-h1-tp": "torch.distributed.pipelining's zero-bubble schedule cannot run the input-gradient backward of the vocab-parallel loss; use zb-h1 with tp 1, or another schedule",
-    "native-zb-h1-rounds": "torch's ScheduleInterleavedZeroBubble needs the micro-batches a multiple of its rounds, max(1, micro-batches // pp)",
-}
-"""The native target's rules: what the runtime cannot run. ``search.targets`` keeps the search inside them."""
-
-
-def native_rule(name: str, detail: str) -> str:
-    """The validator's line for native rule ``name`` with this plan's ``detail``."""
-    return f"native rule {name}: {NATIVE_RULES[name]} ({detail})"
-
-
 def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]:
     out = []
     if cfg.cp > 1:
@@ -137,6 +123,8 @@ def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]
         n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
         if cfg.tp > 1:
             out.append(native_rule("native-zb-h1-tp", f"tp {cfg.tp}"))
+        if "selective" in modes:
+            out.append(native_rule("native-zb-h1-selective", "selective recomputation"))
         if n % max(1, n // cfg.pp):
             out.append(native_rule("native-zb-h1-rounds", f"{n} micro-batches, pp {cfg.pp}: {max(1, n // cfg.pp)} rounds"))
     return out
