@@ -25,8 +25,7 @@ out literally (issue 3; the same space ``search.space`` documents):
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
   (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
   ``compile`` is ``request.compile`` (None: the engine's default).
-- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, ep 1, tp 1 and pp 1
-  for a model with tied embeddings, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
+- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, ep 1, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
   multiple of max(1, micro-batches // pp)) and one recompute mode for every layer, none or full.
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
@@ -96,7 +95,7 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
     for tp, cp, pp in itertools.product(_divisors(gpus), _divisors(gpus), _divisors(gpus)):
         if tp > max_tp or any(b.num_heads % tp or b.num_kv_heads % tp for b in blocks):
             continue
-        if req.target == "native" and (cp > 1 or (model.tied_embeddings and tp * pp > 1)):
+        if req.target == "native" and cp > 1:
             continue
         if cp > 1 and (req.target == "deepspeed" or not blocks or cp > _cap(c.cp, MAX_CP) or req.seq_len % (2 * cp)):
             continue

@@ -63,9 +63,8 @@ def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[M
     cps = [x for x in divisors(req.gpus) if x == 1 or (rules.context_parallel and x <= max_cp and req.seq_len % (2 * x) == 0 and bl and model.has_sequence)]
     experts = sorted({b.num_experts for b in bl if b.is_moe})
     out = []
-    tied = model.tied_embeddings and not rules.split_tied
     for tp, cp, pp in itertools.product(tps, cps, divisors(req.gpus)):
-        if pp > pipeline_units(model) or req.gpus % (tp * cp * pp) or (tied and tp * pp > 1):
+        if pp > pipeline_units(model) or req.gpus % (tp * cp * pp):
             continue
         dp = req.gpus // (tp * cp * pp)
         if req.global_batch % dp or not all(c.allows(k, v) for k, v in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp))):

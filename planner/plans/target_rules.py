@@ -117,8 +117,6 @@ def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]
         out.append(native_rule("native-cp", f"cp {cfg.cp}"))
     if cfg.ep > 1:
         out.append(native_rule("native-ep", f"ep {cfg.ep}"))
-    if model.tied_embeddings and cfg.tp * cfg.pp > 1:
-        out.append(native_rule("native-tied", f"tp {cfg.tp}, pp {cfg.pp}"))
     if cfg.schedule == "zb-h1" and cfg.pp > 1:
         n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
         if cfg.tp > 1:

@@ -31,6 +31,8 @@ class StageModule(nn.Module):
         self.recompute = list(recompute)
         self.rotary_path = rotary_path
         self.seq_shards = 1
+        self.position_mesh = None
+        """The tp mesh when the sum of token and position tables is scattered over the sequence (SP)."""
         """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
 
     def layer(self, unit: LayerUnit) -> nn.Module:
@@ -41,7 +43,7 @@ class StageModule(nn.Module):
         for unit in self.units:
             module = self.layer(unit)
             if unit.positions:
-                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions])(h)
+                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions], self.position_mesh)(h)
             elif unit.wants_rotary:
                 h = _RotaryCall(module, self.root.get_submodule(self.rotary_path or ""), self.seq_shards)(h)
             else:
@@ -74,16 +76,23 @@ class _RotaryCall(_Call):
 class _PositionCall(_Call):
     """A token table plus learned position tables (GPT-2): ``wte(tokens) + wpe(arange(seq))``."""
 
-    def __init__(self, module: nn.Module, tables: list[nn.Module]) -> None:
+    def __init__(self, module: nn.Module, tables: list[nn.Module], mesh: object = None) -> None:
         super().__init__(module)
-        self.tables = tables
+        self.tables, self.mesh = tables, mesh
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         out = super().__call__(h)
         positions = torch.arange(h.shape[1], device=h.device)
         for table in self.tables:
             out = out + table(positions)
-        return out
+        if self.mesh is None:
+            return out
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+
+        # Sequence parallelism: scatter the replicated sum (backward: all-gather), Megatron's
+        # scatter_to_sequence_parallel_region after its embedding (megatron/core/models/common/embeddings).
+        full = DTensor.from_local(out, self.mesh, [Replicate()], run_check=False)
+        return full.redistribute(self.mesh, [Shard(1)]).to_local()
 
 
 def _drop(root: nn.Module, path: str) -> None:

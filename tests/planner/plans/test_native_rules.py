@@ -50,11 +50,10 @@ def test_expert_parallel_is_a_native_rule(models: dict[str, str]) -> None:
     assert planner.plan(**BASE, model=models["mixtral"], gpus=4).mesh.ep == 1
 
 
-def test_tied_weights_stay_whole(models: dict[str, str]) -> None:
-    _refused("native-tied", model=models["gpt2"], gpus=2, tp=2, pp=1)
-    _refused("native-tied", model=models["gpt2"], gpus=2, tp=1, pp=2)
-    mesh = planner.plan(**BASE, model=models["gpt2"], gpus=4).mesh
-    assert (mesh.tp, mesh.pp) == (1, 1)
+def test_tied_weights_split_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the runtime unties and sums the copies' gradients (planner.runtime.tied)."""
+    mesh = planner.config_plan(**BASE, model=models["gpt2"], gpus=4, tp=2, pp=2, schedule="1f1b").mesh
+    assert (mesh.tp, mesh.pp) == (2, 2)
 
 
 def test_zero_bubble_needs_tp_1(models: dict[str, str]) -> None:

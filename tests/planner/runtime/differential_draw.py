@@ -156,6 +156,7 @@ REPRODUCTIONS: tuple[tuple[str, str, int, str, dict[str, Any]], ...] = (
     ("repro-llama-zb-one-micro", "llama", 2, "estimate", {"tp": 1, "pp": 2, "schedule": "zb-h1", "micro_batch": 8}),
     ("repro-gpt2-dp", "gpt2", 2, "plan", {}),
     ("repro-gpt2-one-rank", "gpt2", 1, "plan", {}),
+    ("repro-gpt2-tp2-pp2", "gpt2", 4, "estimate", {"tp": 2, "pp": 2, "schedule": "1f1b", "micro_batch": 2}),
     ("repro-mixtral-ep2", "mixtral", 4, "plan", {"ep": 2}),
     ("repro-mixtral", "mixtral", 2, "plan", {}),
 )
