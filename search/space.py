@@ -158,7 +158,8 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     split = _engine_split(model, mesh, rules.split)
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
     splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.plans.config_checks)
-    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
+    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)
+           and not (sp and moe and not rules.moe_sequence_parallel)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
     tp_overlap = tp_overlap_allowed(rules, req.target, req.compile)

@@ -223,6 +223,8 @@ def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[
         out.append(native_rule("native-ep", f"ep {_show(c.ep)} given"))
     if target == "native" and c.schedule == "zb-h1" and c.tp is not None and c.tp[0] > 1:
         out.append(native_rule("native-zb-h1-tp", f"tp {_show(c.tp)} given"))
+    if target == "native" and moe and c.sp:
+        out.append(native_rule("native-moe-sp", "--sp given"))
     if target == "native" and c.schedule == "zb-h1" and c.recompute == "selective":
         out.append(native_rule("native-zb-h1-selective", "recompute selective given"))
     if c.sp is not None and c.sp not in rules.sequence_parallel and (c.sp or (c.tp is not None and c.tp[0] > 1)):

@@ -56,6 +56,12 @@ def test_tied_weights_split_is_no_rule(models: dict[str, str]) -> None:
     assert (mesh.tp, mesh.pp) == (2, 2)
 
 
+def test_moe_runs_without_sequence_parallelism(models: dict[str, str]) -> None:
+    _refused("native-moe-sp", model=models["mixtral"], gpus=2, tp=2, pp=1, sp=True)
+    _search_refuses("native-moe-sp", model=models["mixtral"], gpus=2, sp=True)
+    assert not planner.plan(**BASE, model=models["mixtral"], gpus=2, tp=2).mesh.sp
+
+
 def test_zero_bubble_needs_tp_1(models: dict[str, str]) -> None:
     _refused("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, pp=2, schedule="zb-h1", micro_batch=4)
     _search_refuses("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, schedule="zb-h1")
