@@ -200,7 +200,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         sac_caches_unread_outputs=eager_memory and (not fused or engine == "native"),
         loss_strands_logits=eager_memory,
         eager_activations=not fused or engine == "native",
-        fsdp_keeps_gathered=eager_memory and cfg.zero == 3 and cfg.pp > 1,
+        fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         grad_accum_fused=engine == "native" or (engine == "megatron" and cfg.grad_accum_fusion is not False),
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
     )
