@@ -227,11 +227,13 @@ def _block_assignments(model: ModelSpec, sizes: tuple[int, ...]) -> list[tuple[s
     return out
 
 
-def _assignment_count(model: ModelSpec, req: SearchRequest) -> int:
+def _assignment_count(model: ModelSpec, req: SearchRequest, schedule: str = "1f1b", chunks: int = 1) -> int:
     """Recompute assignments per split, or an upper bound of it (megatron's block variants)."""
     movable = len(_recomputable(model))
     if req.constraints.recompute:
         return 1
+    if req.target == "native" and schedule == "zb-h1" and chunks > 1:
+        return 2  # none or full for every layer
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return 3
     if req.target == "native":
@@ -242,9 +244,10 @@ def _assignment_count(model: ModelSpec, req: SearchRequest) -> int:
 def space_size(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, stop_at: int | None = None) -> int:
     """Configurations of the space (megatron's block variants counted by an upper bound); counting
     stops once it passes ``stop_at``."""
-    n, per_split, total = len(model.layers), _assignment_count(model, req), 0
+    n, total = len(model.layers), 0
     for base in base_configs(model, cluster, req):
         chunks = base["pp"] * base["vpp"]
+        per_split = _assignment_count(model, req, base["schedule"], chunks)
         count = 1 if not req.nonuniform or req.target == "deepspeed" else math.comb(n - 1, chunks - 1)
         total += count * per_split
         if stop_at is not None and total > stop_at:
