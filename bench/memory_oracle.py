@@ -8,7 +8,10 @@ error, the acceptance verdict (within 10 % and never under by more than 3 %), th
 terms torch's tracker cannot see (runtime overhead: CUDA context, NCCL; the caching allocator's
 slack and cache) and the cost model's full per-GPU figure.
 
-Run: ``python bench/memory_oracle.py [--full-depth] [--categories] [CASE ...]``.
+``--planned`` measures the plans the search itself picks for issue 21's reproductions instead
+(``cases.PLANNED``); the plan's prediction is then the native engine's, the plan's own figure.
+
+Run: ``python bench/memory_oracle.py [--planned] [--full-depth] [--categories] [CASE ...]``.
 """
 
 from __future__ import annotations
@@ -22,14 +25,15 @@ TOLERANCE, UNDER = 0.10, 0.03
 
 def main(argv: list[str] | None = None) -> int:
     from planner.runtime.memcheck.check import check_memory
-    from planner.runtime.memcheck.cases import CASES, case_model, case_plan
+    from planner.runtime.memcheck.cases import CASES, PLANNED, case_model, case_plan
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
     parser.add_argument("--full-depth", action="store_true", help="measure every block instead of extrapolating")
     parser.add_argument("--categories", action="store_true", help="also print each rank's measured and predicted categories")
+    parser.add_argument("--planned", action="store_true", help="the planner-chosen cases (cases.PLANNED) instead")
     args = parser.parse_args(argv)
-    chosen = [c for c in CASES if not args.cases or c.name in args.cases]
+    chosen = [c for c in (PLANNED if args.planned else CASES) if not args.cases or c.name in args.cases]
     print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict  {'GPU-only':>8} {'per GPU':>8} seconds")
     errors, failed = [], 0
     for case in chosen:

@@ -41,7 +41,7 @@ def block_activation_bytes(
     if terms is None:
         return stored, work
     h = layer.hidden_size
-    eager = 0.0 if terms.fused else eager_block_extra_bytes(layer, cfg)  # norms, repeated K/V, SwiGLU (costmodel.memory)
+    eager = eager_block_extra_bytes(layer, cfg) if terms.eager_activations else 0.0  # norms, repeated K/V, SwiGLU (costmodel.memory)
     if terms.sp_saves_gathered_inputs:  # DTensor SP keeps the gathered projection inputs (costmodel.memory)
         eager += sp_gathered_input_bytes(layer, cfg)
     if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:

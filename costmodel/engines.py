@@ -5,8 +5,11 @@ which kernels are fused, what the loss costs and keeps in memory, what selective
 recomputes, which communication overlaps, what the optimizer keeps, and how much host work a step
 and a micro-batch carry. :func:`engine_terms` turns ``ParallelConfig.engine`` (and the knobs that
 override the engine's defaults) into one :class:`EngineTerms` record; every field names its source.
-``native`` is meshplan's idealised engine: Megatron-LM's kernels with every overlap the
-configuration allows.
+``native`` is meshplan's own runtime (``planner.apply``: eager PyTorch, FSDP2,
+``torch.distributed.pipelining``, ``F.cross_entropy`` on fp32 logits), whose memory is torchtitan's:
+every memory term below follows torchtitan's value for it (:data:`RUNTIME_MEMORY_ENGINES`), so that
+a native plan's peak is what ``meshplan check-memory`` measures of the runtime. Its time terms stay
+meshplan's idealised engine (Megatron-LM's kernels with every overlap the configuration allows).
 """
 
 from __future__ import annotations
@@ -55,6 +58,11 @@ TORCHTITAN_SAC_SAVED_MM = 2
 """torchtitan's op-level selective checkpointing saves the output of every other matmul and
 recomputes the rest (``_custom_policy`` in torchtitan/models/llama/parallelize_llama.py: an
 ``aten.mm`` is saved unless its count in the block is even)."""
+
+
+RUNTIME_MEMORY_ENGINES = ("torchtitan", "native")
+"""Engines whose memory is eager PyTorch with FSDP2 and torch pipelining: torchtitan, and meshplan's
+own runtime (``planner.runtime``: the same stack, measured by ``meshplan check-memory``)."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +156,9 @@ class EngineTerms:
     memory-bound add per micro-batch after the first (``costmodel.optimizer.accumulation_bytes``):
     autograd's ``AccumulateGrad`` (torchtitan, DeepSpeed's pipeline engine), FSDP2's and ZeRO 2-3's
     ``+=`` into the gradient shard, Megatron-LM's ``main_grad.add_(grad)`` hook before the fusion."""
+    eager_activations: bool = False
+    """Blocks store what eager PyTorch's ops save (``costmodel.memory.eager_block_extra_bytes``):
+    uncompiled engines, and the native runtime, which runs op by op whatever its time terms assume."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -158,6 +169,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
     """The behaviour of ``cfg.engine`` with ``cfg``'s knobs (compile, loss fusion) applied."""
     engine = cfg.engine
     titan = engine == "torchtitan"
+    eager_memory = engine in RUNTIME_MEMORY_ENGINES
     fused = cfg.compile if cfg.compile is not None else not titan
     loss_fused = bool(cfg.loss_fusion) and engine in ("megatron", "native")
     ce = TORCH_CE_BYTES if titan else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
@@ -169,24 +181,25 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         ce_bwd_bytes=ce[1],
         ce_fwd_kernels=ce[2],
         ce_bwd_kernels=ce[3],
-        logit_work_bytes=TORCH_LOGIT_WORK if titan else MEGATRON_LOGIT_WORK,
-        logit_work_bytes_tp=TORCH_LOSS_PARALLEL_LOGIT_WORK if titan else MEGATRON_LOGIT_WORK,
-        op_level_selective=titan,
+        logit_work_bytes=TORCH_LOGIT_WORK if eager_memory else MEGATRON_LOGIT_WORK,
+        logit_work_bytes_tp=TORCH_LOSS_PARALLEL_LOGIT_WORK if eager_memory else MEGATRON_LOGIT_WORK,
+        op_level_selective=eager_memory,  # the runtime checkpoints with torchtitan's policy (planner.runtime.recompute)
         fp8_saves_fp8_inputs=not titan,
         fp8_dynamic_scaling=titan,
         p2p_overlapped=engine in ("native", "megatron"),
         dp_after_flush=engine == "deepspeed",
         microbatch_host_s=pipe_host,
-        fp32_sharded_params=titan and cfg.zero == 3,
+        fp32_sharded_params=eager_memory and cfg.zero == 3,
         cp_all_gather=titan,
         sdpa_fa2=titan,
-        grads_freed_each_step=titan,
-        zero1_shards_grads=titan,
-        pp_unsharded_grads=titan and cfg.pp > 1,
-        tp_embedding_full_grad=titan,
-        sp_saves_gathered_inputs=titan,
-        sac_caches_unread_outputs=titan and not fused,
-        loss_strands_logits=titan,
+        grads_freed_each_step=eager_memory,
+        zero1_shards_grads=eager_memory,
+        pp_unsharded_grads=eager_memory and cfg.pp > 1,
+        tp_embedding_full_grad=eager_memory,
+        sp_saves_gathered_inputs=eager_memory,
+        sac_caches_unread_outputs=eager_memory and (not fused or engine == "native"),
+        loss_strands_logits=eager_memory,
+        eager_activations=not fused or engine == "native",
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         grad_accum_fused=engine == "native" or (engine == "megatron" and cfg.grad_accum_fusion is not False),
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),

@@ -25,6 +25,8 @@ out literally (issue 3; the same space ``search.space`` documents):
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
   (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
   ``compile`` is ``request.compile`` (None: the engine's default).
+- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, ep 1, no sp for MoE models, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
+  multiple of max(1, micro-batches // pp)) and one recompute mode for every layer, none or full.
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
 megatron (one mode for all layers, or full recomputation of the first N layers of every chunk;
@@ -93,6 +95,8 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
     for tp, cp, pp in itertools.product(_divisors(gpus), _divisors(gpus), _divisors(gpus)):
         if tp > max_tp or any(b.num_heads % tp or b.num_kv_heads % tp for b in blocks):
             continue
+        if req.target == "native" and cp > 1:
+            continue
         if cp > 1 and (req.target == "deepspeed" or not blocks or cp > _cap(c.cp, MAX_CP) or req.seq_len % (2 * cp)):
             continue
         if pp > _units(model) or gpus % (tp * cp * pp):
@@ -100,11 +104,12 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         dp = gpus // (tp * cp * pp)
         if req.global_batch % dp:
             continue
-        eps = [e for e in _divisors(dp * cp) if all(n % e == 0 for n in experts)] if experts else [1]
+        eps = [e for e in _divisors(dp * cp) if all(n % e == 0 for n in experts)] if experts and req.target != "native" else [1]
         zeros = ZERO_WITH_PP[req.target] if pp > 1 else ZERO[req.target]
         allowed = req.micro_batches or range(1, int(min(req.global_batch, _cap(c.micro_batch, MAX_MICRO_BATCH))) + 1)
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
-        for ep, sp, zero, mb in itertools.product(eps, SP_WITH_TP[req.target] if tp > 1 else (False,), zeros, mbs):
+        sps = (False,) if tp == 1 or (req.target == "native" and experts) else SP_WITH_TP[req.target]
+        for ep, sp, zero, mb in itertools.product(eps, sps, zeros, mbs):
             if req.target == "deepspeed" and experts and zero == 3:
                 continue  # DeepSpeed's engine refuses native MoE layers under ZeRO-3
             if req.target == "torchtitan" and ((dp if zero == 3 else 1) * cp) % ep:
@@ -112,7 +117,7 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
             m = req.global_batch // (mb * dp)
             async_tp = req.target == "torchtitan" and req.compile is True  # async TP needs torch.compile
             overlaps = (False, True) if sp and (req.target in ("native", "megatron") or async_tp) else (False,)
-            for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m), overlaps):
+            for (schedule, vpp), overlap in itertools.product(_schedules(model, req, pp, m, tp), overlaps):
                 if not _satisfies(c, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero, micro_batch=mb, sp=sp, schedule=schedule):
                     continue
                 yield dict(tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, vpp=vpp, sp=sp, zero=zero, micro_batch=mb,
@@ -127,11 +132,12 @@ def _overlaps(target: str, zero: int) -> dict[str, bool]:
     return {"overlap_grad_reduce": zero >= 1, "overlap_param_gather": zero == 3}
 
 
-def _schedules(model: ModelSpec, req: SearchRequest, pp: int, m: int) -> list[tuple[str, int]]:
+def _schedules(model: ModelSpec, req: SearchRequest, pp: int, m: int, tp: int) -> list[tuple[str, int]]:
     if pp == 1:
         return [("1f1b", 1)]
     allowed = SCHEDULES[req.target]
-    out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed]
+    zb_runs = req.target != "native" or (tp == 1 and m % max(1, m // pp) == 0 and req.constraints.recompute != "selective")
+    out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed and (s != "zb-h1" or zb_runs)]
     if "interleaved-1f1b" in allowed and m % pp == 0:
         top = int(min(_units(model), _cap(req.constraints.vpp, req.max_vpp)))
         out += [("interleaved-1f1b", v) for v in range(2, top + 1) if _units(model) % (pp * v) == 0]
@@ -180,8 +186,9 @@ def _recomputable(model: ModelSpec) -> list[int]:
     return [i for i, x in enumerate(model.layers) if isinstance(x, (TransformerLayer, GenericLayer))]
 
 
-def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int, ...]) -> list[tuple[str, ...]]:
-    """Per-layer recomputation of every layer, as the target allows, without duplicates."""
+def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int, ...], schedule: str = "1f1b") -> list[tuple[str, ...]]:
+    """Per-layer recomputation of every layer, as the target allows (and, for native, the
+    schedule: zb-h1 takes one mode, none or full), without duplicates."""
     movable = _recomputable(model)
     n = len(model.layers)
 
@@ -193,7 +200,10 @@ def recompute_assignments(model: ModelSpec, req: SearchRequest, sizes: tuple[int
 
     if req.constraints.recompute:
         return [assign([req.constraints.recompute] * len(movable))]
-    uniform = [assign([mode] * len(movable)) for mode in MODES if not (req.target == "deepspeed" and mode == "selective")]
+    native_zb = req.target == "native" and schedule == "zb-h1" and len(sizes) > 1
+    uniform = [assign([mode] * len(movable)) for mode in MODES if not ((req.target == "deepspeed" or native_zb) and mode == "selective")]
+    if native_zb:
+        return uniform
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return uniform
     if req.target == "native":
@@ -217,11 +227,13 @@ def _block_assignments(model: ModelSpec, sizes: tuple[int, ...]) -> list[tuple[s
     return out
 
 
-def _assignment_count(model: ModelSpec, req: SearchRequest) -> int:
+def _assignment_count(model: ModelSpec, req: SearchRequest, schedule: str = "1f1b", chunks: int = 1) -> int:
     """Recompute assignments per split, or an upper bound of it (megatron's block variants)."""
     movable = len(_recomputable(model))
     if req.constraints.recompute:
         return 1
+    if req.target == "native" and schedule == "zb-h1" and chunks > 1:
+        return 2  # none or full for every layer
     if not req.nonuniform or req.target in ("deepspeed", "torchtitan"):
         return 3
     if req.target == "native":
@@ -232,9 +244,10 @@ def _assignment_count(model: ModelSpec, req: SearchRequest) -> int:
 def space_size(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, stop_at: int | None = None) -> int:
     """Configurations of the space (megatron's block variants counted by an upper bound); counting
     stops once it passes ``stop_at``."""
-    n, per_split, total = len(model.layers), _assignment_count(model, req), 0
+    n, total = len(model.layers), 0
     for base in base_configs(model, cluster, req):
         chunks = base["pp"] * base["vpp"]
+        per_split = _assignment_count(model, req, base["schedule"], chunks)
         count = 1 if not req.nonuniform or req.target == "deepspeed" else math.comb(n - 1, chunks - 1)
         total += count * per_split
         if stop_at is not None and total > stop_at:
@@ -246,7 +259,7 @@ def configurations(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -
     """Every configuration of the space, in a fixed order."""
     for base in base_configs(model, cluster, req):
         for sizes in splits(model, req, base["pp"] * base["vpp"]):
-            for layers in recompute_assignments(model, req, sizes):
+            for layers in recompute_assignments(model, req, sizes, base["schedule"]):
                 yield ParallelConfig(**base, stage_layers=sizes, layer_recompute=layers)
 
 

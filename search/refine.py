@@ -10,7 +10,7 @@ from costmodel.specs import ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.stage_model import group_costs
 from search.stages import FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StageFn, StagePlan, split_interleaved, split_one_chunk, stage_evaluator
-from search.targets import TargetRules, forbidden_cuts
+from search.targets import TargetRules, forbidden_cuts, native_zb_modes
 
 KEEP = 3
 """Best splits per option re-evaluated by the cost model."""
@@ -29,6 +29,7 @@ def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute
         mode_sets: list = [(RECOMPUTE_CODES.index(recompute),)]
     else:
         mode_sets = [None] if rules.recompute == "per_layer" else [(RECOMPUTE_CODES.index(m),) for m in rules.recompute_modes]
+        mode_sets = native_zb_modes(rules, base.schedule, base.pp) or mode_sets
     cuts = forbidden_cuts(target, table.model)
     plans: list[StagePlan] = []
     limit = None if _few_splits(table, base) else KEEP

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
-from search.targets import engine_fields, rules_for, tp_overlap_allowed, zero_allowed
+from search.targets import engine_fields, native_schedule_allowed, rules_for, tp_overlap_allowed, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -71,7 +71,8 @@ def meshes(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> list[M
         dp = req.gpus // (tp * cp * pp)
         if req.global_batch % dp or not all(c.allows(k, v) for k, v in (("tp", tp), ("cp", cp), ("pp", pp), ("dp", dp))):
             continue
-        out += [Mesh(tp, cp, pp, dp, ep) for ep in _expert_degrees(experts, dp * cp) if c.allows("ep", ep)]
+        eps = _expert_degrees(experts, dp * cp) if rules.expert_parallel else [1]
+        out += [Mesh(tp, cp, pp, dp, ep) for ep in eps if c.allows("ep", ep)]
     return out
 
 
@@ -99,6 +100,8 @@ def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRe
             units = pipeline_units(model)
             top = int(min(units, c.cap("vpp", req.max_vpp)))
             out += [("interleaved-1f1b", v) for v in range(2, top + 1) if units % (mesh.pp * v) == 0]
+    if rules_for(req.target).runtime_schedules:
+        out = [(s, v) for s, v in out if native_schedule_allowed(s, mesh.pp, mesh.tp, num_microbatches, c.recompute)]
     if c.schedule is None and c.vpp is None:
         return out
     return [(s, v) for s, v in out if c.allows("schedule", s) and c.allows("vpp", v)]
@@ -157,7 +160,8 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     split = _engine_split(model, mesh, rules.split)
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
     splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.plans.config_checks)
-    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)]
+    sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)
+           and not (sp and moe and not rules.moe_sequence_parallel)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"
     precisions = [x for x in req.precisions if x == "bf16" or cluster.gpu.peak_fp8_tflops is not None]
     tp_overlap = tp_overlap_allowed(rules, req.target, req.compile)

@@ -61,10 +61,18 @@ class TargetRules:
     carves EP out of ``dp_shard x cp``; replication, ZeRO-0, gives a shard degree of 1)."""
     split: Literal["explicit", "deepspeed"] = "explicit"
     """``deepspeed``: the stage split is :func:`costmodel.table.deepspeed_stage_layers`."""
+    expert_parallel: bool = True
+    """The engine shards experts over an EP group (ep > 1)."""
+    moe_sequence_parallel: bool = True
+    """The engine runs sequence parallelism through mixture-of-experts blocks."""
+    runtime_schedules: bool = False
+    """The schedule must be one ``torch.distributed.pipelining`` runs as the native runtime builds
+    it (:func:`native_schedule_allowed`)."""
 
 
 RULES: dict[str, TargetRules] = {
-    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True),
+    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, False, (False, True), True,
+                          expert_parallel=False, moe_sequence_parallel=False, runtime_schedules=True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
     "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), False, ep_within_shard=True),
     "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
@@ -80,8 +88,30 @@ def tp_overlap_allowed(rules: TargetRules, target: str, compile: bool | None) ->
 
 
 def rules_for(target: str) -> TargetRules:
-    """The rules of ``target`` (native allows everything)."""
+    """The rules of ``target`` (native: what ``planner.runtime`` runs)."""
     return RULES[target]
+
+
+def native_schedule_allowed(schedule: str, pp: int, tp: int, num_microbatches: int, recompute: str | None = None) -> bool:
+    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-tp``,
+    ``native-zb-h1-rounds`` and ``native-zb-h1-selective`` of ``planner.plans.native_rules``):
+    torch's ``ScheduleInterleavedZeroBubble`` cannot take the input-gradient backward of the
+    vocab-parallel loss (tp > 1), needs the micro-batches a multiple of its rounds, max(1, n // pp)
+    (torch/distributed/pipelining/schedules.py), and runs two backwards through each layer (input,
+    then weight gradients), which selective activation checkpointing refuses (``recompute`` is the
+    mode the constraints fix, if any; :func:`native_zb_modes` keeps the search's own choice apart)."""
+    if schedule != "zb-h1" or pp == 1:
+        return True
+    return tp == 1 and num_microbatches % max(1, num_microbatches // pp) == 0 and recompute != "selective"
+
+
+def native_zb_modes(rules: TargetRules, schedule: str, pp: int) -> list[tuple[int, ...]] | None:
+    """Recomputation the search may choose for a native zero-bubble pipeline: one mode for every
+    layer, none or full (``native-zb-h1-selective``: no selective checkpointing; codes of
+    ``costmodel.table.RECOMPUTE_CODES``); None where the target's own policy applies."""
+    if not rules.runtime_schedules or schedule != "zb-h1" or pp == 1:
+        return None
+    return [(0,), (2,)]
 
 
 def zero_allowed(rules: TargetRules, zero: int, pp: int, dp: int, cp: int, ep: int, moe: bool) -> bool:

@@ -62,6 +62,9 @@ def _command_modules() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
+    from planner.noise import silence_third_party
+
+    silence_third_party()  # before any subcommand imports torch or transformers
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

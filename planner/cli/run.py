@@ -51,11 +51,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(run=run)
 
 
-_QUIET = ("torchao", "torch.utils._pytree")
-"""Loggers whose import-time notices (optional CUDA kernels absent on this machine, pytree
-registration deprecations) would break the one-line error contract; errors still show."""
-
-
 MAX_SEED = 2**32 - 1
 """Largest ``--seed``: each step's batch seed is ``seed x 1,000,003 + step``, which torch's
 ``Generator.manual_seed`` must hold in 64 bits; 32-bit seeds are NumPy's range as well."""
@@ -85,10 +80,6 @@ def check_device(device: str | None) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Launch, or be one rank of, the run."""
-    import logging
-
-    for name in _QUIET:
-        logging.getLogger(name).setLevel(logging.ERROR)
     if args.warmup < 0 or args.warmup >= args.steps:
         raise UsageError(f"run: --warmup {args.warmup} must be at least 0 and less than --steps {args.steps}")
     if args.output:
@@ -126,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
              *(["--inject-slowdown", args.inject_slowdown] if args.inject_slowdown else [])]
     cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cli.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}", cli, *argv]
-    return subprocess.run(cmd, check=False).returncode
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # torchrun's own value, without its banner
+    return subprocess.run(cmd, check=False, env=env).returncode
 
 
 def _preflight(args: argparse.Namespace, plan: object, model: object) -> None:

@@ -11,7 +11,8 @@ models (``runtime/engine.py`` ``_validate_zero3_moe_compatibility``); the split 
 layer; no cp, no sp, no tp overlap; 1f1b. torchtitan: ZeRO 0 or 3 (FSDP2); ep dividing the sharded dp
 (dp under ZeRO-3, else 1) x cp (``ParallelDims``); one recompute mode; sp with every tp > 1; no zb-h1;
 tp overlap only as async TP, which needs torch.compile (``CompileConfig.__post_init__``).
-native: anything.
+native: what the native runtime (``planner.runtime``, torch.distributed.pipelining, FSDP2, DTensor)
+runs, each a named rule (``native rule <name>: ...``, :data:`NATIVE_RULES`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any
 from costmodel.specs import GenericLayer, HeadLayer, ModelSpec, NormLayer, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
 from planner.errors import InputError
+from planner.plans.native_rules import native_rule
 from planner.plans.schema import Plan
 
 
@@ -45,7 +47,7 @@ def target_problems(target: str, cfg: ParallelConfig, model: ModelSpec) -> list[
     """What ``target`` cannot express (see the module docstring), and a plan estimated on another
     engine than its target's (``config.engine``, whose behaviour ``costmodel.engines`` applies)."""
     modes = {m for m, x in zip(layer_modes(cfg, model), model.layers) if recomputable(x)}
-    checks = {"megatron": _megatron, "deepspeed": _deepspeed, "torchtitan": _torchtitan}
+    checks = {"megatron": _megatron, "deepspeed": _deepspeed, "torchtitan": _torchtitan, "native": _native}
     out = checks[target](cfg, model, modes) if target in checks else []
     if cfg.engine != target:
         out.append(f"config.engine {cfg.engine} is not the plan's target {target}: the estimate must model the engine the plan runs on; re-plan it")
@@ -106,6 +108,25 @@ def _torchtitan(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[
         out.append("torchtitan applies sequence parallelism with every tp > 1 (sp must be on)")
     if cfg.tp_comm_overlap and cfg.compile is not True:
         out.append("torchtitan overlaps tp communication only as async TP, which needs torch.compile (config.compile true)")
+    return out
+
+
+def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]:
+    out = []
+    if cfg.cp > 1:
+        out.append(native_rule("native-cp", f"cp {cfg.cp}"))
+    if cfg.ep > 1:
+        out.append(native_rule("native-ep", f"ep {cfg.ep}"))
+    if cfg.sp and cfg.tp > 1 and any(isinstance(x, TransformerLayer) and x.is_moe for x in model.layers):
+        out.append(native_rule("native-moe-sp", f"tp {cfg.tp} with sp"))
+    if cfg.schedule == "zb-h1" and cfg.pp > 1:
+        n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
+        if cfg.tp > 1:
+            out.append(native_rule("native-zb-h1-tp", f"tp {cfg.tp}"))
+        if "selective" in modes:
+            out.append(native_rule("native-zb-h1-selective", "selective recomputation"))
+        if n % max(1, n // cfg.pp):
+            out.append(native_rule("native-zb-h1-rounds", f"{n} micro-batches, pp {cfg.pp}: {max(1, n // cfg.pp)} rounds"))
     return out
 
 

@@ -63,6 +63,9 @@ class Runtime:
     make_optimizer: Optimizer = default_optimizer
     loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] = next_token_loss
     schedule: Any = None
+    tied: list[Any] = field(default_factory=list)
+    """Tied embedding / head pairs (:mod:`~planner.runtime.tied`), whose copies' gradients are summed."""
+    tied_group: Any = None
     _optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
@@ -99,6 +102,10 @@ class Runtime:
             ctx = loss_parallel()
         with ctx:
             loss = self._forward_backward(inputs, labels)
+        if self.tied:
+            from planner.runtime.tied import sum_tied_grads
+
+            sum_tied_grads(dict(self.named_parameters()), self.tied, self.tied_group)
         opt.step()
         return self._mean_loss(loss)
 
@@ -156,19 +163,11 @@ def _device(device_type: str | None) -> torch.device:
     return torch.device(device_type)
 
 
-def _check(plan: Plan, lmap: LayerMap) -> None:
-    m = plan.mesh
-    if lmap.tied and (m.tp > 1 or m.pp > 1):
-        raise InputError(f"the model ties its embedding and head weights; the native runtime splits tied weights "
-                         f"neither over tp nor over pipeline stages (plan has tp {m.tp}, pp {m.pp}): untie them or plan tp 1, pp 1")
-
-
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
     the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
     check_context_parallel(plan.mesh.cp, device_type)
     lmap = map_layers(module, plan)
-    _check(plan, lmap)
     product = plan.config.num_gpus
     if product != world_size:
         m = plan.mesh
@@ -191,6 +190,11 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     device = _device(device_type)
     lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
+    tied: list = []
+    if lmap.tied and (pmesh.tp > 1 or pmesh.pp > 1):
+        from planner.runtime.tied import untie
+
+        module, tied = untie(module, lmap)
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
@@ -205,10 +209,14 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:
-            apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied)
+            apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied and not tied)
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
                       loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
-                      loss_fn=loss_fn or next_token_loss)
+                      loss_fn=loss_fn or next_token_loss, tied=tied)
+    if tied:
+        from planner.runtime.tied import tied_group
+
+        runtime.tied_group = tied_group(pmesh.pp)
     if pmesh.pp > 1:
         from planner.runtime.pipeline import build_schedule
 

@@ -40,6 +40,9 @@ class LayerUnit:
     params: int
     wants_rotary: bool = False
     """The module's forward takes ``position_embeddings`` (Hugging Face decoder layers)."""
+    positions: tuple[str, ...] = ()
+    """Learned position tables added to this embedding's output (GPT-2's ``transformer.wpe``): the
+    plan counts token and position tables as one embedding layer."""
 
 
 @dataclass(frozen=True)
@@ -77,13 +80,15 @@ def map_layers(module: nn.Module, plan: Plan) -> LayerMap:
 
     umap = find_units(module)
     heavy = [u for u in umap.units.values() if not u.light]
+    heavy, positions = _position_tables(module, heavy, plan.model.num_layers)
     units: list[LayerUnit] = []
     owners: dict[int, int] = {}
     tied = False
     for i, unit in enumerate(heavy):
         sub = module.get_submodule(unit.path)
         count = 0
-        for p in sub.parameters():
+        tables = positions if i == 0 else ()
+        for p in [*sub.parameters(), *(q for path in tables for q in module.get_submodule(path).parameters())]:
             if id(p) in owners and owners[id(p)] != i:
                 tied = True
                 continue
@@ -93,13 +98,27 @@ def map_layers(module: nn.Module, plan: Plan) -> LayerMap:
         if kind == "other" and i == 0 and unit.kind == "leaf":
             kind = "embedding"  # a leaf holding its own tables (token + position weights)
         wants = "position_embeddings" in inspect.signature(sub.forward).parameters
-        units.append(LayerUnit(index=i, path=unit.path, kind=kind, params=count, wants_rotary=wants))
+        units.append(LayerUnit(index=i, path=unit.path, kind=kind, params=count, wants_rotary=wants, positions=tables))
     _check(units, module, plan)
     rotary = next((u.path for u in umap.units.values() if u.light and "rotary" in u.path.rpartition(".")[2].lower()), None)
     if any(u.wants_rotary for u in units) and rotary is None:
         raise InputError("the model's blocks take position_embeddings but no rotary_emb module was found; "
                          "give the model a rotary_emb module as Hugging Face decoders have")
     return LayerMap(units=tuple(units), rotary_path=rotary, tied=tied)
+
+
+def _position_tables(module: nn.Module, heavy: list, layers: int) -> tuple[list, tuple[str, ...]]:
+    """The units without the learned position tables that follow the token table (GPT-2's ``wte``,
+    ``wpe``: two ``nn.Embedding`` units, one plan layer), and those tables' paths. Only when the
+    module has exactly that many units more than the plan, so that models whose tables are layers of
+    their own (DLRM) keep them."""
+    lead = 0
+    while lead < len(heavy) and isinstance(module.get_submodule(heavy[lead].path), nn.Embedding):
+        lead += 1
+    extra = len(heavy) - layers
+    if lead < 2 or not 0 < extra < lead:
+        return heavy, ()
+    return [heavy[0], *heavy[extra + 1:]], tuple(u.path for u in heavy[1:extra + 1])
 
 
 def _check(units: list[LayerUnit], module: nn.Module, plan: Plan) -> None:

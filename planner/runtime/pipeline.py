@@ -11,6 +11,12 @@ expect). Each local chunk becomes a ``PipelineStage``; the schedule is the one t
 - ``zb-h1``: ``ScheduleInterleavedZeroBubble`` (Qi et al. 2023, zero-bubble with split weight
   gradients), on the rank's chunks.
 
+With fewer micro-batches than pipeline stages, 1F1B's warm-up already holds every micro-batch
+before the first backward, so its order is GPipe's; ``Schedule1F1B`` refuses such counts, and
+``ScheduleGPipe`` runs them (same order, same memory). ``zb-h1`` with tensor parallelism and the
+remainder rules of torch's interleaved schedules are native rules instead
+(:mod:`planner.plans.target_rules`): the search never proposes them.
+
 The schedules scale gradients by 1 / micro-batches (``scale_grads=True``), so a loss that is the mean
 over a micro-batch gives the gradient of the mean over the batch.
 """
@@ -44,6 +50,8 @@ def build_schedule(name: str, stages: list[StageModule], chunks: list[int], num_
     pipe = [PipelineStage(stage, k, num_chunks, device, group=group) for stage, k in zip(stages, chunks)]
     if name == "gpipe" and len(pipe) == 1:
         return ScheduleGPipe(pipe[0], n_microbatches, loss_fn=loss_fn)
+    if name == "1f1b" and len(pipe) == 1 and n_microbatches < num_chunks:
+        return ScheduleGPipe(pipe[0], n_microbatches, loss_fn=loss_fn)  # 1F1B's order when all micro-batches warm up
     if name == "1f1b" and len(pipe) == 1:
         return Schedule1F1B(pipe[0], n_microbatches, loss_fn=loss_fn)
     if name == "zb-h1":

@@ -31,6 +31,8 @@ class StageModule(nn.Module):
         self.recompute = list(recompute)
         self.rotary_path = rotary_path
         self.seq_shards = 1
+        self.position_mesh = None
+        """The tp mesh when the sum of token and position tables is scattered over the sequence (SP)."""
         """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
 
     def layer(self, unit: LayerUnit) -> nn.Module:
@@ -40,7 +42,9 @@ class StageModule(nn.Module):
     def forward(self, h: torch.Tensor) -> torch.Tensor:
         for unit in self.units:
             module = self.layer(unit)
-            if unit.wants_rotary:
+            if unit.positions:
+                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions], self.position_mesh)(h)
+            elif unit.wants_rotary:
                 h = _RotaryCall(module, self.root.get_submodule(self.rotary_path or ""), self.seq_shards)(h)
             else:
                 h = _Call(module)(h)
@@ -69,6 +73,28 @@ class _RotaryCall(_Call):
         return out[0] if isinstance(out, tuple) else out
 
 
+class _PositionCall(_Call):
+    """A token table plus learned position tables (GPT-2): ``wte(tokens) + wpe(arange(seq))``."""
+
+    def __init__(self, module: nn.Module, tables: list[nn.Module], mesh: object = None) -> None:
+        super().__init__(module)
+        self.tables, self.mesh = tables, mesh
+
+    def __call__(self, h: torch.Tensor) -> torch.Tensor:
+        out = super().__call__(h)
+        positions = torch.arange(h.shape[1], device=h.device)
+        for table in self.tables:
+            out = out + table(positions)
+        if self.mesh is None:
+            return out
+        from torch.distributed.tensor import DTensor, Replicate, Shard
+
+        # Sequence parallelism: scatter the replicated sum (backward: all-gather), Megatron's
+        # scatter_to_sequence_parallel_region after its embedding (megatron/core/models/common/embeddings).
+        full = DTensor.from_local(out, self.mesh, [Replicate()], run_check=False)
+        return full.redistribute(self.mesh, [Shard(1)]).to_local()
+
+
 def _drop(root: nn.Module, path: str) -> None:
     parent_path, _, name = path.rpartition(".")
     parent = root.get_submodule(parent_path) if parent_path else root
@@ -86,7 +112,8 @@ def build_stages(module: nn.Module, lmap: LayerMap, chunks: list[tuple[list[int]
         keep = set(layers)
         for unit in lmap.units:
             if unit.index not in keep:
-                _drop(root, unit.path)
+                for path in (unit.path, *unit.positions):
+                    _drop(root, path)
         stage = StageModule(root, [lmap.units[i] for i in layers], recompute, lmap.rotary_path)
         for unit, mode in zip(stage.units, recompute):
             apply_recompute(stage.layer(unit), mode)

@@ -171,7 +171,8 @@ def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, los
     for unit in stage.units:
         module = stage.layer(unit)
         if unit.kind == "embedding":
-            _apply_embedding(module, mesh, sp)
+            _apply_embedding(module, mesh, sp and not unit.positions)  # position tables: scattered after the sum
+            stage.position_mesh = mesh if sp and unit.positions else None
         elif unit.kind == "block":
             _apply_block(unit, module, mesh, sp)
         elif unit.kind == "norm" and sp:

@@ -84,8 +84,10 @@ def test_nonuniform_false_keeps_the_default_split_and_one_mode() -> None:
 
 def test_experts_take_expert_degrees() -> None:
     spec = model(blocks=2, experts=4)
-    configs = list(configurations(spec, cluster(), SearchRequest(gpus=4, global_batch=4, seq_len=128, nonuniform=False)))
+    configs = list(configurations(spec, cluster(), SearchRequest(gpus=4, global_batch=4, seq_len=128, nonuniform=False, target="megatron")))
     assert {c.ep for c in configs} == {1, 2, 4}
+    native = configurations(spec, cluster(), SearchRequest(gpus=4, global_batch=4, seq_len=128, nonuniform=False))
+    assert {c.ep for c in native} == {1}  # native rule native-ep
     assert all((c.dp * c.cp) % c.ep == 0 for c in configs)
 
 

@@ -163,3 +163,20 @@ What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prin
   gathered projection inputs; DTensor's vocabulary-parallel embedding computes a full-vocabulary
   gradient; ``loss_parallel``'s backward holds 16 B per local logit; a GPipe last stage keeps every
   micro-batch's fp32 log-softmax until its backward (``costmodel.memory.held_loss_bytes``)."""
+
+
+PLANNED: tuple[Case, ...] = (
+    Case("planned-llama8b-16gpu-tp2-pp2", "llama3.1-8b", dict(
+        tp=2, pp=2, dp=4, sp=True, zero=1, vpp=8, micro_batch=2, schedule="interleaved-1f1b", global_batch=64, seq_len=4096,
+        stage_layers=(4, 1, *[2] * 13, 4))),
+    Case("planned-llama70b-64gpu-tp8-pp2", "llama3.1-70b", dict(
+        tp=8, pp=2, dp=4, sp=True, zero=1, vpp=8, micro_batch=1, schedule="interleaved-1f1b", global_batch=128, seq_len=4096,
+        stage_layers=(7, 4, *[5] * 13, 7))),
+    Case("planned-llama70b-64gpu-tp8-pp2-zero3", "llama3.1-70b", dict(
+        tp=8, pp=2, dp=4, sp=True, zero=3, vpp=8, micro_batch=1, schedule="interleaved-1f1b", global_batch=128, seq_len=4096,
+        stage_layers=(7, 4, *[5] * 13, 7))),
+)
+"""Planner-chosen cases: what ``meshplan plan --target native`` picks for issue 21's reproductions
+(``--model llama3.1-8b --cluster dgx-h100 --gpus 16 --global-batch 64 --seq-len 4096 --tp 2 --pp 2``;
+``llama3.1-70b``, 64 GPUs, batch 128, ``--tp 8 --pp 2``), and the 70B zero-3 plan the search picked
+before the native runtime's resharding was modelled. ``bench/memory_oracle.py --planned`` measures them."""

@@ -117,7 +117,8 @@ def test_schema_version_and_model() -> None:
 ])
 def test_target_rules(target: str, changes: dict, fragment: str) -> None:
     one_problem_with(make(target=target, **changes), fragment)
-    assert plan_problems(make(target="native", **changes)) == []
+    # the rule is the target's: native refuses only by its own rules (planner.plans.native_rules) or memory
+    assert not any(fragment in p for p in plan_problems(make(target="native", **changes)))
 
 
 @pytest.mark.parametrize(("target", "changes", "fragment"), [
@@ -127,7 +128,7 @@ def test_target_rules(target: str, changes: dict, fragment: str) -> None:
 def test_target_rules_of_mixture_of_experts(target: str, changes: dict, fragment: str) -> None:
     moe = dict(model="mixtral-8x7b", pp=1, dp=16, ep=8, global_batch=32, **changes)
     one_problem_with(make(target=target, **moe), fragment)
-    assert plan_problems(make(target="native", **moe)) == []
+    assert not any(fragment in p for p in plan_problems(make(target="native", **moe)))  # native: ep is its own rule
 @pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
 def test_a_plan_is_estimated_on_its_targets_engine(target: str) -> None:
     fitting = dict(tp=2, sp=target == "torchtitan", pp=1, dp=4, zero=0, recompute="full")  # a shape the target expresses

@@ -111,11 +111,19 @@ def test_world_size_and_context_parallel_on_cpu_are_refused(llama: str) -> None:
         preflight(make_plan(llama, {"cp": 2}), build_model(llama), 2, "cpu")
 
 
-def test_tied_weights_are_not_split_over_tp() -> None:
+def test_tied_weights_are_untied_for_tp_and_pp() -> None:
+    """The runtime splits tied weights: the head gets a copy of its own (planner.runtime.tied), the
+    original module keeps its tie, and preflight accepts the plan."""
+    from planner.runtime.tied import TiedPair, untie
+
     spec = gpt_spec().model_copy(update={"tied_embeddings": True})
     tied = spec.model_copy(update={"layers": (spec.layers[0], *spec.layers[1:-1], spec.layers[-1].model_copy(update={"tied": True}))})
-    with pytest.raises(InputError, match="ties its embedding and head"):
-        preflight(make_plan(tied, {"tp": 2}, spec=tied), build_model(tied), 2, "cpu")
+    plan, module = make_plan(tied, {"tp": 2}, spec=tied), build_model(tied)
+    lmap = preflight(plan, module, 2, "cpu")
+    assert lmap.tied
+    copy, pairs = untie(module, lmap)
+    assert pairs == [TiedPair("embed.token_weight", "head.weight")]
+    assert copy.head.weight is not copy.embed.token_weight and module.head.weight is module.embed.token_weight
 
 
 def test_apply_needs_a_process_group(llama: str) -> None:

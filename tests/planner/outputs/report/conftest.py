@@ -15,7 +15,7 @@ from planner.plans.build import build_plan
 from planner.plans.schema import Plan
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
-LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=2, global_batch=512, seq_len=8192, micro_batch=1)
+LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=2, global_batch=512, seq_len=8192, micro_batch=1, recompute="full")
 RUNNERS_UP = (dict(LLAMA70B, cp=4, dp=2, micro_batch=2), dict(LLAMA70B, tp=4, pp=2, cp=1, dp=8))
 
 

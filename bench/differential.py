@@ -1,0 +1,63 @@
+"""The differential sweep: seeded plans across the native space, each trained like one process or refused by a rule.
+
+Draws ``--plans`` plans (``tests/planner/runtime/differential_draw.py``: a dense GQA Llama, a GPT-2
+with learned positions and a tied head, a Mixtral-style MoE and a traced custom module; 1-8 ranks;
+``meshplan plan`` with random constraints and ``meshplan estimate -o`` of random configurations:
+tp, pp, dp, cp, ep, sp, ZeRO 0-3, every schedule, vpp, micro-batch counts from 1, recompute modes,
+uneven stage splits), plus the issue's reproductions, trains each for three fp32 steps on CPU gloo
+worlds and compares its losses with one process (1e-3 relative). Prints plans run / equal /
+refused-with-rule / failed, and each failure's exact replay command (the models are written to
+``--folder``, kept). Exit 1 when a plan failed.
+
+Run: ``python bench/differential.py [--plans 300] [--seed 0] [--folder DIR]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "planner" / "runtime")]
+
+
+def main(argv: list[str] | None = None) -> int:
+    from planner.noise import silence_third_party
+
+    silence_third_party()
+    from differential import references, run_draws, summary
+    from differential_draw import draws, reproductions, write_models
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--plans", type=int, default=300, help="random plans to draw (default 300)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    parser.add_argument("--folder", help="where the models and results go (default: a new temporary folder)")
+    args = parser.parse_args(argv)
+    folder = Path(args.folder or tempfile.mkdtemp(prefix="meshplan-differential-"))
+    (folder / "out").mkdir(parents=True, exist_ok=True)
+    models = write_models(folder)
+    start = time.perf_counter()
+    drawn = reproductions(models) + draws(args.seed, args.plans, models)
+    drew = time.perf_counter() - start
+    outcomes = run_draws(drawn, references([d.model for d in drawn if d.plan_json]), folder / "out")
+    counts = summary(outcomes)
+    rules: dict[str, int] = {}
+    for o in outcomes:
+        if o.verdict == "refused":
+            rule = o.detail.split("native rule ", 1)[-1].split(":", 1)[0]
+            rules[rule] = rules.get(rule, 0) + 1
+    print(f"plans {counts['plans']} (seed {args.seed}, {len(drawn) - args.plans} reproductions): run {counts['run']}, "
+          f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
+    print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
+    print(f"drawing {drew:.0f} s, total {time.perf_counter() - start:.0f} s; models and results in {folder}")
+    for o in outcomes:
+        if o.verdict == "failed":
+            print(f"FAILED {o.draw.name}: {o.detail}\n  replay: {o.replay(str(folder))}")
+    return 1 if counts["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""Each native rule (``planner.plans.native_rules``): the validator refuses a hand-made configuration
+by the rule's name, and the search never proposes one (a constraint asking for it is refused by name)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+import planner
+from planner.errors import InputError, NoFeasiblePlanError
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "runtime"))
+from differential_draw import MODEL_CONFIGS  # noqa: E402  (the harness's small models)
+
+BASE = dict(cluster="dgx-a100", global_batch=8, seq_len=16)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    folder = tmp_path_factory.mktemp("models")
+    out = {}
+    for name, config in MODEL_CONFIGS.items():
+        (folder / f"{name}.json").write_text(json.dumps(config))
+        out[name] = str(folder / f"{name}.json")
+    return out
+
+
+def _refused(rule: str, **settings: object) -> None:
+    with pytest.raises(InputError, match=f"native rule {rule}:"):
+        planner.config_plan(**BASE, **settings)
+
+
+def _search_refuses(rule: str, **settings: object) -> None:
+    with pytest.raises(InputError, match=f"native rule {rule}:"):
+        planner.plan(**BASE, **settings)
+
+
+def test_context_parallel_is_a_native_rule(models: dict[str, str]) -> None:
+    _refused("native-cp", model=models["llama"], gpus=2, tp=1, pp=1, cp=2)
+    _search_refuses("native-cp", model=models["llama"], gpus=2, cp=2)
+    assert planner.plan(**BASE, model=models["llama"], gpus=4).mesh.cp == 1
+
+
+def test_expert_parallel_is_a_native_rule(models: dict[str, str]) -> None:
+    _refused("native-ep", model=models["mixtral"], gpus=2, tp=1, pp=1, ep=2)
+    _search_refuses("native-ep", model=models["mixtral"], gpus=2, ep=2)
+    assert planner.plan(**BASE, model=models["mixtral"], gpus=4).mesh.ep == 1
+
+
+def test_tied_weights_split_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the runtime unties and sums the copies' gradients (planner.runtime.tied)."""
+    mesh = planner.config_plan(**BASE, model=models["gpt2"], gpus=4, tp=2, pp=2, schedule="1f1b").mesh
+    assert (mesh.tp, mesh.pp) == (2, 2)
+
+
+def test_moe_runs_without_sequence_parallelism(models: dict[str, str]) -> None:
+    _refused("native-moe-sp", model=models["mixtral"], gpus=2, tp=2, pp=1, sp=True)
+    _search_refuses("native-moe-sp", model=models["mixtral"], gpus=2, sp=True)
+    assert not planner.plan(**BASE, model=models["mixtral"], gpus=2, tp=2).mesh.sp
+
+
+def test_zero_bubble_needs_tp_1(models: dict[str, str]) -> None:
+    _refused("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, pp=2, schedule="zb-h1", micro_batch=4)
+    _search_refuses("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, schedule="zb-h1")
+    plan = planner.plan(**BASE, model=models["llama"], gpus=4, tp=2, pp=2)
+    assert plan.schedule.name != "zb-h1"
+
+
+def test_zero_bubble_needs_whole_rounds(models: dict[str, str]) -> None:
+    five = dict(BASE, global_batch=10)
+    with pytest.raises(InputError, match="native rule native-zb-h1-rounds:"):
+        planner.config_plan(**five, model=models["llama"], gpus=2, tp=1, pp=2, schedule="zb-h1", micro_batch=2)
+    with pytest.raises((InputError, NoFeasiblePlanError)):  # 5 micro-batches over pp 2: 2 rounds, not whole
+        planner.plan(**five, model=models["llama"], gpus=2, pp=2, schedule="zb-h1", micro_batch=2)
+
+
+def test_one_f_one_b_with_fewer_micro_batches_than_stages_is_valid(models: dict[str, str]) -> None:
+    """Not a rule: the runtime runs it (as GPipe, 1F1B's order when every micro-batch warms up)."""
+    plan = planner.config_plan(**BASE, model=models["llama"], gpus=2, tp=1, pp=2, schedule="1f1b", micro_batch=8)
+    assert plan.schedule.num_microbatches == 1
+
+
+def test_zero_bubble_takes_no_selective_recomputation(models: dict[str, str]) -> None:
+    _refused("native-zb-h1-selective", model=models["llama"], gpus=2, tp=1, pp=2, schedule="zb-h1", micro_batch=2,
+             recompute="selective")
+    _search_refuses("native-zb-h1-selective", model=models["llama"], gpus=2, schedule="zb-h1", recompute="selective")
+    plan = planner.plan(**BASE, model=models["llama"], gpus=2, pp=2, schedule="zb-h1", micro_batch=2)
+    assert "selective" not in {m for s in plan.stages for m in s.layer_recompute}

@@ -1,0 +1,140 @@
+"""The differential harness: every drawn plan trains like one process, or the validator refused it by a rule.
+
+Plans come from :mod:`differential_draw`. Each plan to run trains :data:`equality.STEPS` fp32
+AdamW steps on CPU gloo worlds of its rank count (forkserver workers, as :mod:`equality` runs them;
+one world trains many plans in turn) from the same seeded weights on the same seeded batches as the
+unsplit model in this process (:func:`equality.reference`); its losses must equal the reference's
+within :data:`RTOL`. A plan that raises on any rank ends its world: it is recorded as failed with
+the error, and the plans after it run in a new world. An outcome is ``equal``, ``refused`` (the
+validator named a native rule), or ``failed`` (losses differ, or the runtime raised), with the
+command that replays it.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sys
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import torch.multiprocessing as mp
+
+from differential_draw import VOCAB, Draw
+from equality import _PRELOAD, STEPS, SEED, free_port
+
+RTOL = 1e-3
+"""Relative tolerance on each step's loss (fp32; the issue's acceptance figure)."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one draw."""
+
+    draw: Draw
+    verdict: str
+    """``equal``, ``refused`` or ``failed``."""
+    detail: str = ""
+
+    def replay(self, folder: str) -> str:
+        """The shell commands that reproduce this draw: write the plan, then run it."""
+        run = (f"torchrun --standalone --nproc-per-node {self.draw.world} cli.py run plan.json "
+               f"--model {self.draw.model} --steps {STEPS} --seed {SEED}")
+        return f"(cd {folder} && {self.draw.command} && {run})"
+
+
+def _worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str, str]]) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from planner.noise import silence_third_party
+    from planner.plans.schema import Plan
+    from planner.runtime.apply import apply
+    from planner.runtime.init import materialize, synthetic_tokens
+    from planner.runtime.models import build_model
+
+    silence_third_party()
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))
+    try:
+        for name, model, plan_json in jobs:
+            try:
+                plan = Plan.model_validate_json(plan_json)
+                runtime = apply(plan, build_model(model))
+                torch.manual_seed(SEED)
+                materialize(runtime, build_model(model, device="cpu"))
+                losses = [runtime.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB))
+                          for s in range(STEPS)]
+            except Exception:
+                (Path(out) / f"{name}.rank{rank}.err").write_text(traceback.format_exc())
+                raise
+            if rank == 0:
+                (Path(out) / f"{name}.json").write_text(json.dumps(losses))
+            dist.barrier()
+    finally:
+        dist.destroy_process_group()
+
+
+def _world(world: int, jobs: list[tuple[str, str, str]], out: Path) -> None:
+    multiprocessing.set_forkserver_preload(_PRELOAD)
+    here = str(Path(__file__).parent)
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    try:
+        mp.start_processes(_worker, args=(world, free_port(), str(out), jobs), nprocs=world, start_method="forkserver")
+    except (mp.ProcessRaisedException, mp.ProcessExitedException):
+        pass  # the plan that raised left its .err files; the caller reruns the rest
+
+
+def _error(out: Path, name: str) -> str:
+    errors = sorted(out.glob(f"{name}.rank*.err"))
+    if not errors:
+        return "the world ended without a result (a rank crashed or timed out)"
+    last = [next((x for x in reversed(e.read_text().splitlines()) if x.strip()), "error") for e in errors]
+    own = [x for x in last if "gloo" not in x and "Connection closed" not in x]  # a peer's error, not the cause
+    return (own or last)[0]
+
+
+def run_draws(draws: list[Draw], references: dict[str, list[float]], out: Path) -> list[Outcome]:
+    """Run every draw with a plan, grouped by world size; compare with the reference losses by model."""
+    outcomes: dict[str, Outcome] = {d.name: Outcome(d, "refused", d.refusal or "") for d in draws if d.plan_json is None}
+    by_world: dict[int, list[Draw]] = {}
+    for d in draws:
+        if d.plan_json is not None:
+            by_world.setdefault(d.world, []).append(d)
+    for world, group in sorted(by_world.items()):
+        pending = list(group)
+        while pending:
+            _world(world, [(d.name, d.model, d.plan_json or "") for d in pending], out)
+            done = [d for d in pending if (out / f"{d.name}.json").exists()]
+            for d in done:
+                outcomes[d.name] = _judge(d, json.loads((out / f"{d.name}.json").read_text()), references[d.model])
+            rest = [d for d in pending if d not in done]
+            if rest:  # the first plan without a result ended the world
+                outcomes[rest[0].name] = Outcome(rest[0], "failed", _error(out, rest[0].name))
+            pending = rest[1:]
+    return [outcomes[d.name] for d in draws]
+
+
+def _judge(d: Draw, losses: list[float], want: list[float]) -> Outcome:
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, want))
+    if worst <= RTOL:
+        return Outcome(d, "equal", f"max relative loss difference {worst:.1e}")
+    return Outcome(d, "failed", f"losses {losses} differ from one process's {want} (max relative {worst:.1e} > {RTOL})")
+
+
+def references(models: list[str]) -> dict[str, list[float]]:
+    """One-process losses of each model (``equality.reference``: same seed, same batches)."""
+    from equality import reference
+
+    return {m: reference(m).losses for m in sorted(set(models))}
+
+
+def summary(outcomes: list[Outcome]) -> dict[str, int]:
+    """Counts: plans drawn, run, equal, refused with a rule, failed."""
+    count = {v: sum(o.verdict == v for o in outcomes) for v in ("equal", "refused", "failed")}
+    return {"plans": len(outcomes), "run": count["equal"] + count["failed"], **count}

@@ -1,0 +1,46 @@
+"""The differential harness's fast slice: the issue's reproductions and seeded random plans from
+``meshplan plan`` (random constraints) and ``meshplan estimate -o`` each train like one process
+(losses within 1e-3 relative over three fp32 steps), or the validator refused them by a native rule.
+The full sweep is ``bench/differential.py --plans 300``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from differential import references, run_draws, summary
+from differential_draw import draws, reproductions, write_models
+
+SEED, PLANS = 21, 12
+"""The slice's seed and random plan count (about two minutes on two cores with the reproductions)."""
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> list:
+    folder = tmp_path_factory.mktemp("differential")
+    models = write_models(folder)
+    drawn = reproductions(models) + draws(SEED, PLANS, models)
+    out = folder / "out"
+    out.mkdir()
+    return run_draws(drawn, references([d.model for d in drawn if d.plan_json]), out)
+
+
+def test_every_plan_trains_like_one_process_or_is_refused_by_a_rule(outcomes: list) -> None:
+    failed = [f"{o.draw.name}: {o.detail}\n  replay: {o.replay('<models folder>')}" for o in outcomes if o.verdict == "failed"]
+    assert not failed, "\n".join(failed)
+    assert all("native rule" in o.detail for o in outcomes if o.verdict == "refused")
+
+
+def test_the_slice_runs_plans_of_every_model_and_the_reproductions(outcomes: list) -> None:
+    counts = summary(outcomes)
+    assert counts["run"] >= PLANS // 2, counts
+    verdicts = {o.draw.name: o.verdict for o in outcomes}
+    assert verdicts["repro-llama-1f1b-one-micro"] == verdicts["repro-gpt2-one-rank"] == "equal"
+    assert verdicts["repro-mixtral-ep2"] == "refused"
+
+
+def test_draws_are_seeded(tmp_path: Path) -> None:
+    models = write_models(tmp_path)
+    first, second = draws(3, 3, models), draws(3, 3, models)
+    assert [d.plan_json or d.refusal for d in first] == [d.plan_json or d.refusal for d in second]
