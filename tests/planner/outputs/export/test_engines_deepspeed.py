@@ -121,6 +121,6 @@ def test_fp8_is_refused_in_one_line(plan_of) -> None:
 def test_native_moe_with_zero3_is_refused_as_deepspeeds_engine_does(plan_of) -> None:
     from planner.outputs.export.common import UnsupportedPlanError
 
-    plan = plan_of(model="mixtral-8x7b", tp=1, pp=1, dp=32, ep=8, zero=3, global_batch=256, seq_len=4096, recompute="full")
+    plan = plan_of(model="mixtral-8x7b", tp=1, pp=1, dp=32, ep=1, zero=3, global_batch=256, seq_len=4096, recompute="full")
     with pytest.raises(UnsupportedPlanError, match="mesh.zero"):
         export(plan, "deepspeed")

@@ -15,7 +15,7 @@ from planner.plans.build import build_plan
 from planner.plans.schema import Plan
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
-LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=2, global_batch=512, seq_len=8192, micro_batch=1, recompute="full")
+LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=3, engine="torchtitan", global_batch=512, seq_len=8192, micro_batch=1, recompute="full")
 RUNNERS_UP = (dict(LLAMA70B, cp=4, dp=2, micro_batch=2), dict(LLAMA70B, tp=4, pp=2, cp=1, dp=8))
 
 
@@ -32,8 +32,9 @@ def make_plan(model: str, cluster: str, alternatives: tuple[dict[str, Any], ...]
 
 @pytest.fixture(scope="session")
 def llama_plan() -> Plan:
-    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4, zero 2 (valid for the native target) and two runners-up."""
-    return make_plan("llama3.1-70b", "dgx-h100", RUNNERS_UP, target="native", **LLAMA70B)
+    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4, FSDP (zero 3) for torchtitan (the native runtime has
+    no context parallelism: rule native-cp) and two runners-up."""
+    return make_plan("llama3.1-70b", "dgx-h100", RUNNERS_UP, target="torchtitan", **LLAMA70B)
 
 
 @pytest.fixture(scope="session")

@@ -65,7 +65,7 @@ def test_content_and_ranges() -> None:
 
 
 def test_sharding_line_follows_zero(llama_plan, small_plan) -> None:
-    assert "ZeRO-2: gradients and optimizer states are sharded 8-way over dp x cp" in facts.sharding_line(llama_plan)
+    assert "ZeRO-3: parameters, gradients and optimizer states are sharded 8-way over dp x cp" in facts.sharding_line(llama_plan)
     assert "ZeRO-3: parameters, gradients and optimizer states are sharded 4-way" in facts.sharding_line(small_plan)
 
 

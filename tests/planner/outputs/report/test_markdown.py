@@ -38,7 +38,7 @@ def test_tables_have_consistent_columns(md: str) -> None:
 
 
 def test_fragments_and_refusals(md: str, plan_factory) -> None:
-    """The fixture's ZeRO-2 plan with pp 4 and cp 2 has no Megatron-LM launcher (Megatron FSDP runs
+    """The fixture's FSDP plan with pp 4 and cp 2 has no Megatron-LM launcher (Megatron FSDP runs
     without pipelining) nor a DeepSpeed one (no cp): both are named; a plan Megatron-LM runs gets its
     argument fragment."""
     assert "Not expressible: cannot export to megatron: mesh.zero" in md
