@@ -4,7 +4,6 @@ the plan file's ``kind`` (a training plan has none)."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from planner.cli._common import EXIT_OK, check_output, write_output
@@ -13,12 +12,12 @@ SERVING_ENGINES = ("vllm", "sglang", "trtllm")
 
 
 def plan_kind(path: str) -> object:
-    """The ``kind`` of a plan file, or None when it cannot be read here (the loaders word the error)."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError, RecursionError):
-        return None
+    """The ``kind`` of a plan file (None for a training plan), read as strictly as every plan reader
+    (``planner.intake.jsonio.read_json``: regular files only, size cap, linear nesting check): a FIFO or
+    ``/dev/zero`` is refused at once with one line, never waited on."""
+    from planner.intake.jsonio import read_json
+
+    data = read_json(path, f"plan {path}", "regenerate it with meshplan plan or meshplan serve-plan")
     return data.get("kind") if isinstance(data, dict) else None
 
 
