@@ -46,14 +46,14 @@ def run(args: argparse.Namespace) -> int:
     """Export the plan once it validates; a refusal leaves as an InputError (exit 2) for ``main``."""
     from planner.cli._serving_export import is_serving_export, run_serving_export
 
+    to_file = args.output is not None and args.output != "-"
+    if to_file:
+        check_output(args.output, "-o")  # an output that cannot be written is said first, before any reading
     if is_serving_export(args.plan, args.to):
         return run_serving_export(args)
     from planner.outputs.export import engine_export, text_of
     from planner.plans.load import load_plan_and_model
 
-    to_file = args.output is not None and args.output != "-"
-    if to_file:
-        check_output(args.output, "-o")
     with stdout_to_stderr():  # a re-traced factory's prints
         plan, model = load_plan_and_model(args.plan, args.retrace)
     result = engine_export(plan, args.to, model)  # load_plan_and_model has checked the plan

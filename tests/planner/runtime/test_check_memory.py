@@ -87,7 +87,10 @@ def test_extrapolated_depth_equals_full_depth() -> None:
 
 @pytest.fixture(scope="module")
 def plan_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    case = next(c for c in CASES if c.name == "llama8b-fsdp8-zero3")
+    # FSDP (ZeRO-3) with selective recomputation: without it the case needs 94 GiB as the native
+    # runtime runs it (eager activations), and its plan no longer validates on 80 GB GPUs
+    base = next(c for c in CASES if c.name == "llama8b-fsdp8-zero3")
+    case = Case("llama8b-fsdp8-zero3-selective", base.model, dict(base.config, recompute="selective"))
     path = tmp_path_factory.mktemp("memcheck") / "plan.json"
     path.write_text(case_plan(case).to_json())
     return path
