@@ -13,6 +13,8 @@ import os
 import socket
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, check_output, positive_int, write_output
 
@@ -162,21 +164,13 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
         import torch
 
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
-    try:
-        record = run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed, device_type=device, retrace=args.retrace)  # type: ignore[arg-type]
-    except InputError:
-        if dist.get_rank() != 0:  # the same line from every rank: rank 0's is enough
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
-        raise
-    finally:
-        dist.destroy_process_group()
+    record = _on_group(lambda: run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed,  # type: ignore[arg-type]
+                                        device_type=device, retrace=args.retrace))
     if record is None:
         return EXIT_OK
-    text = record.to_json()
-    if args.output:
-        write_output(args.output, text)
+    _write_record(args, record)
     if args.json:
-        print(text, end="")
+        print(record.to_json(), end="")
     else:
         from planner.runtime.report import record_text
 
@@ -184,27 +178,41 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
     return EXIT_OK
 
 
-def _share_rank(args: argparse.Namespace, plan: object, model: object) -> int:
-    """One rank of a run of uneven shares or an injected slowdown (``planner.runtime.shares_run``, CPU gloo)."""
+def _on_group(call: Callable[[], Any]) -> Any:
+    """``call()`` on the initialised process group, which is destroyed after; a refusal is printed by
+    rank 0 only (every rank raises the same line)."""
     import torch.distributed as dist
 
     from planner.errors import InputError
-    from planner.runtime.shares_run import parse_injection, run_shares
 
-    inject = parse_injection(args.inject_slowdown)
-    dist.init_process_group("gloo")
     try:
-        record = run_shares(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed, inject=inject)  # type: ignore[arg-type]
+        return call()
     except InputError:
         if dist.get_rank() != 0:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
         raise
     finally:
         dist.destroy_process_group()
+
+
+def _write_record(args: argparse.Namespace, record: Any) -> None:
+    """The run record to ``-o``, when given (rank 0 only reaches here with a record)."""
+    if args.output:
+        write_output(args.output, record.to_json())
+
+
+def _share_rank(args: argparse.Namespace, plan: object, model: object) -> int:
+    """One rank of a run of uneven shares or an injected slowdown (``planner.runtime.shares_run``, CPU gloo)."""
+    import torch.distributed as dist
+
+    from planner.runtime.shares_run import parse_injection, run_shares
+
+    inject = parse_injection(args.inject_slowdown)
+    dist.init_process_group("gloo")
+    record = _on_group(lambda: run_shares(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed, inject=inject))  # type: ignore[arg-type]
     if record is None:
         return EXIT_OK
+    _write_record(args, record)
     text = record.to_json()
-    if args.output:
-        write_output(args.output, text)
     print(text if args.json else f"run: median step {record.step_time.median_s:.4g} s, losses {[round(x, 4) for x in record.losses]}", end="" if args.json else "\n")
     return EXIT_OK
