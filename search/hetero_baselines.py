@@ -8,14 +8,16 @@ best homogeneous alternatives"), each planned by the homogeneous search (``searc
   order with equal shares and priced on the degraded cluster by ``search.hetero_price.Pricing``, so
   every replica waits for its slowest GPU), and the same search on the healthy nodes only.
 
-The straggler-blind search keeps to what ``Pricing`` prices (no context parallelism, no interleaving,
+Every search takes the constraints the heterogeneous plan was given (a fixed TP degree, pipeline
+depth, micro-batch or ZeRO stage), so that each compares the same job. The straggler-blind search
+also keeps to what ``Pricing`` prices (no context parallelism, no interleaving,
 uniform splits and recomputation). Each search has a wall-clock limit (``time_limit_s``): a search
 that reaches it returns its best so far, with status ``timeout``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from costmodel.hetero import ClusterGroup, HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig
@@ -44,9 +46,10 @@ class Baseline:
 
 
 def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int,
-                          time_limit_s: float = BASELINE_TIME_LIMIT_S) -> list[Baseline]:
-    """The baselines of the module docstring that apply to ``cluster``."""
-    groups = cluster.groups
+                          time_limit_s: float = BASELINE_TIME_LIMIT_S, constraints: Constraints | None = None) -> list[Baseline]:
+    """The baselines of the module docstring that apply to ``cluster``, under ``constraints``."""
+    groups, limits = cluster.groups, constraints or Constraints()
+    job = (global_batch, seq_len, time_limit_s, limits)
     out: list[Baseline] = []
     if len({g.cluster.name for g in groups}) > 1:
         fast = max(range(len(groups)), key=lambda g: (groups[g].cluster.gpu.peak_bf16_tflops, -g))
@@ -54,24 +57,25 @@ def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch
         f, s = groups[fast], groups[slow]
         healthy = len(healthy_local_nodes(f)) * f.cluster.gpus_per_node
         whole = f"{healthy} x {f.cluster.name}" + (" alone" if healthy == f.gpus else " alone (healthy nodes)")
-        out.append(_searched("fastest-group", whole, model, f, healthy, global_batch, seq_len, time_limit_s))
+        out.append(_searched("fastest-group", whole, model, f, healthy, *job))
         alive = sum(len(g.alive_nodes()) * g.cluster.gpus_per_node for g in groups)
         alive -= alive % s.cluster.gpus_per_node
-        out.append(_searched("all-as-slowest", f"all {alive} GPUs as {s.cluster.name}", model, s, alive, global_batch, seq_len, time_limit_s))
+        out.append(_searched("all-as-slowest", f"all {alive} GPUs as {s.cluster.name}", model, s, alive, *job))
     elif _degraded(groups[0]):
         g = groups[0]
-        out.append(straggler_blind(model, cluster, global_batch, seq_len, time_limit_s))
+        out.append(straggler_blind(model, cluster, *job))
         healthy = len(healthy_local_nodes(g)) * g.cluster.gpus_per_node
-        out.append(_searched("healthy-only", f"healthy {healthy} GPUs only", model, g, healthy, global_batch, seq_len, time_limit_s))
+        out.append(_searched("healthy-only", f"healthy {healthy} GPUs only", model, g, healthy, *job))
     return out
 
 
-def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, time_limit_s: float) -> Baseline:
+def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, time_limit_s: float,
+                    constraints: Constraints | None = None) -> Baseline:
     """The best uniform plan of one group's GPUs that are up, priced on the degraded cluster."""
     g = cluster.groups[0]
     alive = [cluster.first_gpu(0) + n * g.cluster.gpus_per_node + i for n in g.alive_nodes() for i in range(g.cluster.gpus_per_node)]
     label = "uniform plan, straggler-blind"
-    limits = Constraints(cp=(1, 1), vpp=(1, 1), ep=(1, 1), schedule="1f1b")
+    limits = replace(constraints or Constraints(), cp=(1, 1), vpp=(1, 1), ep=(1, 1), schedule="1f1b")
     req = SearchRequest(gpus=len(alive), global_batch=global_batch, seq_len=seq_len, time_limit_s=time_limit_s, nonuniform=False,
                         constraints=limits)
     from search.core import search_plan
@@ -104,13 +108,13 @@ def _degraded(group: ClusterGroup) -> bool:
 
 
 def _searched(name: str, label: str, model: ModelSpec, group: ClusterGroup, gpus: int, global_batch: int, seq_len: int,
-              time_limit_s: float) -> Baseline:
+              time_limit_s: float, constraints: Constraints) -> Baseline:
     """The homogeneous search's best plan on ``gpus`` GPUs of ``group``'s type."""
     from search.core import search_plan
 
     if gpus <= 0:
         return Baseline(name, label, gpus, None, None, "no plan fits")
-    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, time_limit_s=time_limit_s)
+    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, time_limit_s=time_limit_s, constraints=constraints)
     result = search_plan(model, group.cluster, req)
     if result.best is None:
         return Baseline(name, label, gpus, None, None, "no plan fits")

@@ -109,7 +109,7 @@ def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: 
     plan = build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace, fixed)
     from planner.plans.hetero_gain import baseline_infos
 
-    baselines = baseline_infos(model, cluster, global_batch, seq_len, plan.estimate.step_time_s, time_limit_s)
+    baselines = baseline_infos(model, cluster, global_batch, seq_len, plan.estimate.step_time_s, time_limit_s, fixed)
     assert plan.hetero is not None
     return plan.model_copy(update={"hetero": plan.hetero.model_copy(update={"baselines": baselines})})
 

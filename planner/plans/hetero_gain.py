@@ -13,21 +13,22 @@ from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.plans.hetero_schema import HeteroBaselineInfo
 from search.hetero_baselines import BASELINE_TIME_LIMIT_S, homogeneous_baselines
+from search.types import Constraints
 
 SPEEDUP_DIGITS = 6
 """Digits the recorded speedup keeps (the validator recomputes it to this rounding)."""
 
 
 def baseline_infos(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, step_time_s: float,
-                   time_limit_s: float | None = None) -> list[HeteroBaselineInfo]:
-    """Every baseline that applies to ``cluster`` with the plan's speedup over it. ``time_limit_s``
-    (the plan's ``--time-limit``) caps each baseline search at a quarter of it; else
-    ``BASELINE_TIME_LIMIT_S`` each."""
+                   time_limit_s: float | None = None, fixed: dict[str, tuple[int, int]] | None = None) -> list[HeteroBaselineInfo]:
+    """Every baseline that applies to ``cluster`` with the plan's speedup over it, searched under the
+    plan's ``fixed`` dimensions (tp, pp, micro_batch, zero). ``time_limit_s`` (the plan's
+    ``--time-limit``) caps each baseline search at a quarter of it; else ``BASELINE_TIME_LIMIT_S`` each."""
     from planner.plans.build import summary
 
     limit = BASELINE_TIME_LIMIT_S if time_limit_s is None else min(BASELINE_TIME_LIMIT_S, time_limit_s / 4)
     out = []
-    for b in homogeneous_baselines(model, cluster, global_batch, seq_len, limit):
+    for b in homogeneous_baselines(model, cluster, global_batch, seq_len, limit, Constraints(**(fixed or {}))):
         out.append(HeteroBaselineInfo(name=b.name, label=b.label, gpus=b.gpus, step_time_s=b.step_time_s,  # type: ignore[arg-type]
                                       speedup=speedup(b.step_time_s, step_time_s), search_status=b.status,
                                       plan_summary=summary(b.config) if b.config is not None else None))
