@@ -29,6 +29,8 @@ quieter moment, 13.7 s at load 12).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import resource
 import subprocess
 import sys
@@ -39,7 +41,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from costmodel.hetero import HeteroCluster
-from planner.models.presets import build_preset
+from planner.intake.models.presets import build_preset
 from profiles import degrade, load_cluster, load_hetero_cluster
 from search.core import search_plan
 from search.hetero import search_hetero
@@ -115,7 +117,7 @@ def run_case(label, model_name, spec, slow, down, batch, seq) -> float | None:
     if best is None:
         print("  no heterogeneous plan fits")
         return None
-    gap = "n/a (packed by rule)" if result.stats.gap is None else f"{result.stats.gap:.3f}"
+    gap = "n/a" if result.stats.gap is None else f"{result.stats.gap:.3f}"
     print(f"  heterogeneous plan   {best.step_time_s:8.3f} s   tp {best.config.tp} pp {best.config.pp} replicas {best.config.dp}, "
           f"{best.gpus_used} GPUs used; search {wall:.2f} s wall / {cpu:.2f} s CPU, {result.stats.status}, gap {gap}")
     print(f"  {_shares(best)}")
@@ -163,21 +165,26 @@ def exhaustive_check() -> None:
 
 
 def large_timing() -> None:
-    """Whole-process time of the 1,024-GPU three-type search."""
+    """Whole-process time of ``meshplan plan`` on 1,024 GPUs of three types (a subprocess, as a user
+    runs it: interpreter start, imports, search, baselines, validation, JSON): wall clock and CPU."""
     model, spec, batch, seq = LARGE
-    code = ("from planner.models.presets import build_preset; from profiles import load_hetero_cluster; "
-            "from search.hetero import search_hetero; from search.hetero_types import HeteroRequest; "
-            f"r = search_hetero(build_preset('{model}'), load_hetero_cluster('{spec}'), HeteroRequest(global_batch={batch}, seq_len={seq})); "
-            "print(r.best.step_time_s, r.best.config.tp, r.best.config.pp, r.best.config.dp, r.stats.status, r.stats.evaluated, r.stats.pruned)")
+    argv = [sys.executable, str(REPO / "cli.py"), "plan", "--model", model, "--cluster", spec, "--gpus", "1024",
+            "--global-batch", str(batch), "--seq-len", str(seq), "--json"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
-    print(f"\n1,024 GPUs of three types ({spec}), {model}, batch {batch}, seq {seq}: whole process {wall:.1f} s wall, "
-          f"{cpu:.1f} s CPU (target {LARGE_TARGET_S:.0f} s); step {float(out[0]):.3f} s, tp {out[1]} pp {out[2]} replicas {out[3]}, "
-          f"{out[4]}, {out[5]} mixes priced, {out[6]} pruned")
+    plan = json.loads(proc.stdout)
+    mesh, search = plan["mesh"], plan["search"]
+    gains = ", ".join(f"{b['speedup']:.2f}x over {b['label']}" for b in plan["hetero"]["baselines"] if b["speedup"] is not None)
+    load = os.getloadavg()[0]
+    print(f"\n1,024 GPUs of three types ({spec}), {model}, batch {batch}, seq {seq}: `meshplan plan` whole process "
+          f"{wall:.2f} s wall, {cpu:.2f} s CPU (target {LARGE_TARGET_S:.0f} s; load average {load:.1f}); "
+          f"step {plan['estimate']['step_time_s']:.3f} s, tp {mesh['tp']} pp {mesh['pp']} replicas {mesh['dp']}, "
+          f"{search['status']} gap {search['optimality_gap']:.3f}, {search['candidates_evaluated']} mixes priced, "
+          f"{search['candidates_pruned']} pruned; {gains}")
 
 
 def main() -> None:

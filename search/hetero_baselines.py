@@ -1,7 +1,7 @@
 """The homogeneous alternatives a heterogeneous plan is compared with (issue 22: "the gain over the
 best homogeneous alternatives"), each planned by the homogeneous search (``search.core``).
 
-- Mixed GPU types: the fastest type's group alone (its healthy nodes: up, every GPU at full speed),
+- Mixed GPU types (ranked by peak bf16 FLOP/s, then memory): the fastest type's group alone (its healthy nodes: up, every GPU at full speed),
   and every GPU that is up planned as if it were the slowest type (whole nodes of it).
 - Slow GPUs or lost nodes on one group: the straggler-blind plan (the best uniform plan of the
   GPUs that are up, as a planner that ignores speeds finds it, laid out replica after replica in GPU
@@ -52,8 +52,8 @@ def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch
     job = (global_batch, seq_len, time_limit_s, limits)
     out: list[Baseline] = []
     if len({g.cluster.name for g in groups}) > 1:
-        fast = max(range(len(groups)), key=lambda g: (groups[g].cluster.gpu.peak_bf16_tflops, -g))
-        slow = min(range(len(groups)), key=lambda g: (groups[g].cluster.gpu.peak_bf16_tflops, g))
+        fast = max(range(len(groups)), key=lambda g: (_power(groups[g]), -g))
+        slow = min(range(len(groups)), key=lambda g: (_power(groups[g]), g))
         f, s = groups[fast], groups[slow]
         healthy = len(healthy_local_nodes(f)) * f.cluster.gpus_per_node
         whole = f"{healthy} x {f.cluster.name}" + (" alone" if healthy == f.gpus else " alone (healthy nodes)")
@@ -76,8 +76,8 @@ def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int,
     alive = [cluster.first_gpu(0) + n * g.cluster.gpus_per_node + i for n in g.alive_nodes() for i in range(g.cluster.gpus_per_node)]
     label = "uniform plan, straggler-blind"
     limits = replace(constraints or Constraints(), cp=(1, 1), vpp=(1, 1), ep=(1, 1), schedule="1f1b")
-    req = SearchRequest(gpus=len(alive), global_batch=global_batch, seq_len=seq_len, time_limit_s=time_limit_s, nonuniform=False,
-                        constraints=limits)
+    req = SearchRequest(gpus=len(alive), global_batch=global_batch, seq_len=seq_len, top_k=1, time_limit_s=time_limit_s,
+                        nonuniform=False, constraints=limits)
     from search.core import search_plan
 
     result = search_plan(model, g.cluster, req)
@@ -103,6 +103,11 @@ def healthy_local_nodes(group: ClusterGroup) -> list[int]:
     return [n for n in group.alive_nodes() if all(group.speed(n * gpn + i) == 1.0 for i in range(gpn))]
 
 
+def _power(group: ClusterGroup) -> tuple[float, float]:
+    """How a GPU type ranks: peak bf16 FLOP/s, then memory (A100 80 GB above A100 40 GB)."""
+    return group.cluster.gpu.peak_bf16_tflops, group.cluster.gpu.hbm_gib
+
+
 def _degraded(group: ClusterGroup) -> bool:
     return bool(group.down_nodes) or any(group.speed(i) < 1.0 for i in range(group.gpus))
 
@@ -114,7 +119,7 @@ def _searched(name: str, label: str, model: ModelSpec, group: ClusterGroup, gpus
 
     if gpus <= 0:
         return Baseline(name, label, gpus, None, None, "no plan fits")
-    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, time_limit_s=time_limit_s, constraints=constraints)
+    req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, top_k=1, time_limit_s=time_limit_s, constraints=constraints)
     result = search_plan(model, group.cluster, req)
     if result.best is None:
         return Baseline(name, label, gpus, None, None, "no plan fits")
