@@ -66,11 +66,11 @@ def fixed_constraints(chosen: PlanConstraints | None) -> dict[str, int]:
     return out
 
 
-def search_point(job: Any, task: Any) -> Any:
-    """One point as ``meshplan plan`` with the sweep's flags plans it (an ``Outcome``): the native
+def plan_point(job: Any, task: Any) -> tuple[str | None, str | None, str | None]:
+    """(plan JSON, HTML report, why there is no plan) of one point as ``meshplan plan`` with the
+    sweep's flags plans it (``job`` and ``task`` are ``planner.capacity.runner``'s): the native
     target takes fixed tp, pp, micro-batch and ZeRO only; the others every constraint (they plan
     uniformly on healthy nodes, ``planner.plans.hetero_uniform``)."""
-    from planner.capacity.runner import Outcome
     from planner.errors import NoFeasiblePlanError
     from planner.outputs.report import render_report
     from planner.plans.route import plan as make_plan
@@ -82,6 +82,6 @@ def search_point(job: Any, task: Any) -> Any:
                          target=job.target, top_k=job.top_k, time_limit_s=job.time_limit_s, memory_headroom_gib=job.memory_headroom_gib,
                          precision=job.precision, compile=job.compile, slow=job.slow, down=job.down, **constraints)
     except NoFeasiblePlanError as err:
-        return Outcome(task.index, task.global_batch, None, miss=str(err).splitlines()[0][:200])
+        return None, None, str(err).splitlines()[0][:200]
     html = render_report(plan, "html") if job.reports else None
-    return Outcome(task.index, task.global_batch, plan.to_json(), report_html=html)
+    return plan.to_json(), html, None

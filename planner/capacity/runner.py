@@ -77,9 +77,9 @@ def run_chunk(job: Job, tasks: Sequence[Task]) -> list[Outcome]:
     from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
     if job.hetero:
-        from planner.capacity.hetero import search_point
+        from planner.capacity.hetero import plan_point
 
-        return [search_point(job, task) for task in tasks]
+        return [Outcome(task.index, task.global_batch, *plan_point(job, task)) for task in tasks]
     model = resolve_model_arg(job.model)
     contexts: dict[str, tuple] = {}
     out = []
