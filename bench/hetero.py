@@ -6,11 +6,13 @@ Per case (mixed GPU types, slow GPUs, lost nodes; Llama 3.1 8B and 70B) it print
 of ``search.hetero.search_hetero`` and of each homogeneous baseline, their ratio, the search's
 seconds (wall and CPU: on a shared machine CPU time is the honest figure), status and gap:
 
-- mixed types: the faster group alone, and every GPU planned as if it were the slower type (the
+the baselines the plan records (``search.hetero_baselines``):
+
+- mixed types: the fastest group alone, and every GPU planned as if it were the slowest type (the
   homogeneous search ``search.core.search_plan`` on a one-type cluster);
-- slow GPUs / lost nodes: the best uniform plan of the healthy cluster run on the degraded one with
-  equal shares (what a straggler-blind planner does: every replica waits for the slowest), and the
-  same search on the GPUs left after dropping every degraded node.
+- slow GPUs / lost nodes: the best uniform plan of the GPUs that are up run on the degraded cluster
+  with equal shares (what a straggler-blind planner does: every replica waits for the slowest), and
+  the same search on the healthy nodes only.
 
 Then the exhaustive check on small mixed clusters (``search.hetero_exhaustive``, the cases of
 ``tests/search/test_hetero_exhaustive.py``) and the whole-process time of a 1,024-GPU, three-type
@@ -42,12 +44,10 @@ sys.path.insert(0, str(REPO))
 
 from costmodel.hetero import HeteroCluster
 from planner.intake.models.presets import build_preset
-from profiles import degrade, load_cluster, load_hetero_cluster
-from search.core import search_plan
+from profiles import degrade, load_hetero_cluster
 from search.hetero import search_hetero
-from search.hetero_price import Pricing
-from search.hetero_types import HeteroRequest, ReplicaSpec
-from search.types import SearchRequest
+from search.hetero_baselines import homogeneous_baselines
+from search.hetero_types import HeteroRequest
 
 HEADLINE_TARGET = 0.85
 CASES = [
@@ -60,58 +60,18 @@ CASES = [
 ]
 LARGE = ("llama3.1-70b", "dgx-h100:256,dgx-a100:512,dgx-a100-40gb:256", 1024, 4096)
 LARGE_TARGET_S = 10.0
-
-
-def homogeneous(model, cluster_name: str, gpus: int, batch: int, seq: int) -> float | None:
-    """Best step of the homogeneous search on ``gpus`` GPUs of one preset."""
-    result = search_plan(model, load_cluster(cluster_name), SearchRequest(gpus=gpus, global_batch=batch, seq_len=seq))
-    return result.best.step_time_s if result.best else None
-
-
-def mixed_baselines(model, cluster: HeteroCluster, batch: int, seq: int) -> dict[str, float | None]:
-    """The faster group alone, and all GPUs as the slowest type."""
-    groups = sorted(cluster.groups, key=lambda g: -g.cluster.gpu.peak_bf16_tflops)
-    fast, slow = groups[0], groups[-1]
-    return {f"{fast.cluster.name} x{fast.gpus} alone": homogeneous(model, fast.cluster.name, fast.gpus, batch, seq),
-            f"all {cluster.gpus} as {slow.cluster.name}": homogeneous(model, slow.cluster.name, cluster.gpus, batch, seq)}
-
-
-def degraded_baselines(model, healthy: HeteroCluster, degraded: HeteroCluster, batch: int, seq: int) -> dict[str, float | None]:
-    """The healthy cluster's best uniform plan run on the degraded one, and the search on the
-    healthy nodes only."""
-    group = healthy.groups[0]
-    best = search_plan(model, group.cluster, SearchRequest(gpus=group.gpus, global_batch=batch, seq_len=seq)).best
-    out: dict[str, float | None] = {"uniform plan, straggler-blind": _uniform_on(model, degraded, best.config) if best else None}
-    g = degraded.groups[0]
-    bad = {n for n in range(g.nodes) if n in g.down_nodes or any(g.speed(n * g.cluster.gpus_per_node + i) < 1
-                                                                for i in range(g.cluster.gpus_per_node))}
-    left = (g.nodes - len(bad)) * g.cluster.gpus_per_node
-    out[f"healthy {left} GPUs only"] = homogeneous(model, g.cluster.name, left, batch, seq) if left else None
-    return out
-
-
-def _uniform_on(model, degraded: HeteroCluster, cfg) -> float | None:
-    """A uniform plan's step on the degraded cluster: equal shares, replicas in GPU order; a replica
-    on a lost node is impossible (None)."""
-    g = degraded.groups[0]
-    if g.down_nodes:
-        return None
-    per = cfg.tp * cfg.pp
-    specs = [ReplicaSpec(tuple(tuple(range(r * per + s * cfg.tp, r * per + (s + 1) * cfg.tp)) for s in range(cfg.pp)),
-                         cfg.stage_layers, cfg.num_microbatches, cfg.recompute) for r in range(cfg.dp)]
-    base = cfg.model_copy(update={"layer_recompute": None})
-    return Pricing(model, degraded).estimate(base, specs).step_time_s
+BASELINE_LIMIT_S = 60.0
+"""The baselines' search limit here (generous: a bench measures, it does not hurry)."""
 
 
 def run_case(label, model_name, spec, slow, down, batch, seq) -> float | None:
     """Print one case; return the ratio to the better baseline."""
     model = build_preset(model_name)
-    healthy = load_hetero_cluster(spec)
-    cluster = degrade(healthy, slow, down)
+    cluster = degrade(load_hetero_cluster(spec), slow, down)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     result = search_hetero(model, cluster, HeteroRequest(global_batch=batch, seq_len=seq))
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
-    base = mixed_baselines(model, cluster, batch, seq) if len(cluster.groups) > 1 else degraded_baselines(model, healthy, cluster, batch, seq)
+    base = {b.label: b.step_time_s for b in homogeneous_baselines(model, cluster, batch, seq, BASELINE_LIMIT_S)}
     best = result.best
     print(f"\n{label}: {model_name} on {spec}" + (f" --slow {slow}" if slow else "") + (f" --down {down}" if down else "") + f", batch {batch}, seq {seq}")
     if best is None:

@@ -8,25 +8,31 @@ recorded gap (best − bound) / bound is then a true upper limit on how far the 
 the optimum of that space.
 
 The argument (a continuous relaxation: every TP unit of every pool may take any layers, for any
-micro-batch). Fix a base option; M = global batch / micro-batch is the number of micro-batches the
-replicas share (``search.hetero_alloc``: Σ_r m_r = M). Replica r runs m_r micro-batches through its
-stages s, each stage on one TP unit of pool e(s), and no unit holds two stages. With X_{r,s} the
-stage's time per micro-batch, the replica's step is at least m_r·max_s X_{r,s} plus the cluster's
-smallest fixed step time F (the pipeline m·max + Σ − max, ``costmodel.pipeline``, and the terms
-outside it, ``search.hetero_bound``), so T − F ≥ m_r·X_{r,s} for every stage. A stage's time is at
-least the sum over its layers l of t_e(l), the layer's time on its pool's own hardware with no
-recomputation (``Pricing.layer_times``; the bound of ``search.hetero_bound`` rests on the same
-fact). Take any weights y_e ≥ 0 with Σ_e U_e·y_e = 1, U_e the units of pool e. Weighting each
-stage's inequality by y_{e(s)} and summing over all stages of all replicas (at most U_e of them on
-pool e):
+micro-batch). Fix a base option (pipeline depth p); M = global batch / micro-batch is the number of
+micro-batches the replicas share (``search.hetero_alloc``: Σ_r m_r = M, each m_r ≥ 1). Replica r
+runs m_r micro-batches through its p stages, each stage on one TP unit of pool e(s), no unit holding
+two stages, so R replicas use R·p ≤ U units (U_e units in pool e, U in all). With X_{r,s} the
+stage's time per micro-batch and W_r = Σ_s X_{r,s}, the replica's step is at least
+m_r·max_s X_{r,s} + W_r − max_s X_{r,s} (1F1B and GPipe, ``costmodel.pipeline``) plus the cluster's
+smallest fixed step time F (``search.hetero_bound``); as (m − 1)(max X − X_s) ≥ 0, for every stage
 
-    T − F ≥ Σ_{r,s} y_{e(s)} m_r X_{r,s} ≥ Σ_r m_r Σ_l min_e y_e t_e(l) = M · Σ_l min_e y_e t_e(l),
+    T − F ≥ (m_r − 1)·X_{r,s} + W_r.
 
-because every replica passes every layer once per micro-batch (weak LP duality of the fractional
-assignment of layer work to pools). Any y gives a valid bound; :func:`base_bound` takes the best of
-two: weights proportional to each unit's whole-model throughput (tight when every layer runs the
-same factor faster on one pool than on another) and equal weights. The bound over the space is the
-least over base options.
+A stage's time is at least the sum over its layers l of t_e(l), the layer's time on its pool's own
+hardware with no recomputation (``Pricing.layer_times``; ``search.hetero_bound`` rests on the same
+fact). Take weights y_e ≥ 0 with Σ_e U_e·y_e = 1, and let c = Σ_l min_e y_e t_e(l) and
+w = Σ_l min_e t_e(l). Weighting each stage's inequality by y_{e(s)} and summing over the R·p stages
+in use (their weights sum to S ≤ min(1, R·p·max_e y_e)): every replica passes every layer once per
+micro-batch, so Σ_s y_{e(s)} X_{r,s} ≥ c, W_r ≥ w and Σ_s y_{e(s)} ≥ p·min_e y_e, giving
+
+    (T − F)·S ≥ (M − R)·c + R·p·min_e y_e·w,
+
+and, without the fill term, T − F ≥ M·c (the same sum with (m_r − 1)X + W ≥ m_r X, S ≤ 1). The
+bound of a base option is F plus the larger of M·c and the least over R in 1..min(M, ⌊U/p⌋) of
+((M − R)·c + R·p·min y·w) / min(1, R·p·max y) (weak LP duality of the fractional assignment of
+layer work to pools; any y is valid). :func:`base_bound` takes the best over two weightings:
+proportional to each unit's whole-model throughput (tight when every layer runs the same factor
+faster on one pool than another) and equal. The bound over the space is the least over base options.
 """
 
 from __future__ import annotations
@@ -46,10 +52,17 @@ def base_bound(pricing: Pricing, base: ParallelConfig, pool_list: Sequence[Pool]
     keys = pool_keys(pool_list)
     units = np.array([len(p.units) for p in pool_list], dtype=float)
     times = np.stack([pricing.layer_times(k, cfg) for k in keys])  # pools x layers
-    total = base.global_batch // base.micro_batch
+    total, stages = base.global_batch // base.micro_batch, base.pp
+    most = min(total, int(units.sum()) // stages)
+    if most < 1:
+        return float("inf")  # no replica fits on the units: the option holds no plan
+    replicas = np.arange(1, most + 1, dtype=float)
+    whole = float(times.min(axis=0).sum())
     best = 0.0
-    for weights in _weight_choices(times, units):
-        best = max(best, total * float(np.min(weights[:, None] * times, axis=0).sum()))
+    for y in _weight_choices(times, units):
+        c = float(np.min(y[:, None] * times, axis=0).sum())
+        filled = ((total - replicas) * c + replicas * stages * y.min() * whole) / np.minimum(1.0, replicas * stages * y.max())
+        best = max(best, total * c, float(filled.min()))
     return best + fixed_s
 
 
