@@ -19,13 +19,15 @@ Then the exhaustive check on small mixed clusters (``search.hetero_exhaustive``,
 search (issue 22: within 10 s). Headline (issue 22): Llama 3.1 8B on ``dgx-h100:16,dgx-a100:32``,
 48 GPUs, batch 512, sequence 4096, at most 0.85x the better baseline.
 
-Measured (2026-12-02, this 2-core machine shared with other jobs, load 6-12: wall times are inflated,
-CPU times are the honest figure): headline 7.559 s vs 12.034 s (16 H100 alone) and 12.258 s (48 as
-A100): ratio 0.628, search 2.1 s CPU; 8 H200 + 32 A100-40GB 0.765 of the better baseline; 64 H100
-with node 1 at half speed 0.928 of dropping the node (0.574 of the straggler-blind uniform plan);
-64 A100 with GPU 9 at 0.6 and node 3 down 0.863; Llama 3.1 70B on 64 H100 + 64 A100 0.820.
-Exhaustive check 5/5 equal. 1,024 GPUs of three types: 2.6 s CPU whole process (4.1 s wall on a
-quieter moment, 13.7 s at load 12).
+Measured (2026-12-02, this 2-core machine shared with other jobs, load 6-9: wall times are inflated,
+CPU times are the honest figure): headline 7.549 s vs 12.133 s (16 H100 alone) and 12.735 s (48 as
+A100): ratio 0.622, gap 0.082, search 0.7 s CPU; 8 H200 + 32 A100-40GB 0.724 of the better baseline
+(gap 0.141); 64 H100 with node 1 at half speed 0.904 of the healthy nodes alone (0.571 of the
+straggler-blind uniform plan, gap 0.088); 64 A100 with GPU 9 at 0.6 and node 3 down 0.832 (0.733 of
+straggler-blind, gap 0.080); Llama 3.1 70B on 64 H100 + 64 A100 0.823 (gap 0.273). Exhaustive check
+5/5 equal. 1,024 GPUs of three types, `meshplan plan` whole process (search, baselines, validation,
+JSON): 2.4 s CPU, 2.9 s wall at load 5.8 and 7.8 s wall at load 8.5; gap 0.441, 1.67x over 256 H100
+alone, 1.34x over all 1,024 as A100-40GB.
 """
 
 from __future__ import annotations
@@ -42,7 +44,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from costmodel.hetero import HeteroCluster
 from planner.intake.models.presets import build_preset
 from profiles import degrade, load_hetero_cluster
 from search.hetero import search_hetero
