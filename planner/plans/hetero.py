@@ -64,10 +64,20 @@ def names_groups(cluster: Any) -> bool:
 
 def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
+    from costmodel.hetero import ClusterGroup
+    from costmodel.specs import ClusterSpec
     from profiles import degrade, load_hetero_cluster
 
     try:
-        hetero = degrade(load_hetero_cluster(cluster, gpus), slow, down)
+        if isinstance(cluster, ClusterSpec):  # the API's cluster object: one group of ``gpus`` GPUs
+            if not isinstance(gpus, int) or gpus <= 0 or gpus % cluster.gpus_per_node:
+                raise InputError(f"{gpus} GPUs is not a whole number of {cluster.gpus_per_node}-GPU nodes of {cluster.name}")
+            loaded = HeteroCluster(name=cluster.name, groups=(ClusterGroup(cluster=cluster, gpus=gpus),))
+        elif isinstance(cluster, (str, os.PathLike)):
+            loaded = load_hetero_cluster(cluster, gpus)
+        else:
+            raise InputError(f"cluster must be a preset name, a JSON file, GPU groups or a ClusterSpec, not {type(cluster).__name__}")
+        hetero = degrade(loaded, slow, down)
     except ValueError as err:  # profiles.ProfileError, pydantic's checks
         raise InputError(str(err).splitlines()[0]) from None
     if not headroom_gib:

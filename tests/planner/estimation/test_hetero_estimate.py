@@ -50,3 +50,12 @@ def test_bad_input_is_one_input_error(extra: dict, fragment: str) -> None:
     with pytest.raises(InputError) as err:
         planner.estimate(**{**JOB, **extra})
     assert fragment in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_cluster_object_takes_slow_gpus_too() -> None:
+    from profiles import load_cluster
+
+    spec = load_cluster("dgx-h100")
+    assert planner.estimate(cluster=spec, gpus=16, slow="3=0.5", **JOB) == planner.estimate(cluster="dgx-h100", gpus=16, slow="3=0.5", **JOB)
+    with pytest.raises(InputError, match="whole number of 8-GPU nodes"):
+        planner.estimate(cluster=spec, gpus=12, slow="3=0.5", **JOB)
