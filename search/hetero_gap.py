@@ -33,6 +33,13 @@ bound of a base option is F plus the larger of M·c and the least over R in 1..m
 layer work to pools; any y is valid). :func:`base_bound` takes the best over two weightings:
 proportional to each unit's whole-model throughput (tight when every layer runs the same factor
 faster on one pool than another) and equal. The bound over the space is the least over base options.
+
+Options whose weights cannot fit hold no plan and are left out (:func:`weights_overflow`): under
+ZeRO ≤ 2 every data-parallel rank keeps its stage's parameters whole at ``param_bytes`` each (ZeRO's
+definition, Rajbhandari et al. SC20, sec. 5; ``costmodel.rank_memory._state_bytes`` shards them
+only under ZeRO-3); some stage holds at least 1/p of the parameters and some GPU of its tp at least
+1/tp of those, so a GPU needs ≥ param_bytes·P/(p·tp) bytes (P leaves out the head, whose weight may
+be the embedding's), which no plan fits when it exceeds the largest GPU memory of the pools.
 """
 
 from __future__ import annotations
@@ -41,13 +48,16 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from costmodel.specs import ParallelConfig
+from costmodel.params import layer_params
+from costmodel.specs import HeadLayer, ModelSpec, ParallelConfig
 from search.hetero_price import Pricing, pool_keys
 from search.hetero_units import Pool
 
 
 def base_bound(pricing: Pricing, base: ParallelConfig, pool_list: Sequence[Pool], fixed_s: float) -> float:
     """The module's bound for one base option on ``pool_list`` (the step time no plan of it beats)."""
+    if weights_overflow(pricing.model, base, [pricing.cluster.groups[p.group].cluster.gpu.hbm_gib for p in pool_list]):
+        return float("inf")
     cfg = base.model_copy(update={"dp": 1, "global_batch": base.micro_batch * base.pp, "recompute": "none"})
     keys = pool_keys(pool_list)
     units = np.array([len(p.units) for p in pool_list], dtype=float)
@@ -64,6 +74,15 @@ def base_bound(pricing: Pricing, base: ParallelConfig, pool_list: Sequence[Pool]
         filled = ((total - replicas) * c + replicas * stages * y.min() * whole) / np.minimum(1.0, replicas * stages * y.max())
         best = max(best, total * c, float(filled.min()))
     return best + fixed_s
+
+
+def weights_overflow(model: ModelSpec, base: ParallelConfig, hbm_gib: Sequence[float]) -> bool:
+    """Whether the weights alone overflow every GPU of the option (see the module docstring; ZeRO-3
+    shards them, so it is never sure then)."""
+    if base.zero >= 3 or not hbm_gib:
+        return False
+    params = sum(layer_params(layer) for layer in model.layers if not isinstance(layer, HeadLayer))
+    return base.param_bytes * params / (base.pp * base.tp) > max(hbm_gib) * 2**30
 
 
 def space_bound(pricing: Pricing, options: Iterable[tuple[ParallelConfig, Sequence[Pool]]]) -> float:

@@ -53,3 +53,20 @@ def test_relative_gap_is_never_negative() -> None:
     assert relative_gap(1.0, 1.0) == 0.0
     assert relative_gap(0.999999, 1.0) == 0.0
     assert relative_gap(1.5, 1.0) == pytest.approx(0.5)
+
+
+def test_an_option_whose_weights_overflow_every_gpu_is_left_out() -> None:
+    from costmodel.specs import ParallelConfig
+    from planner.intake.models.presets import build_preset
+    from profiles import load_hetero_cluster
+    from search.hetero_gap import weights_overflow
+
+    model, cluster = build_preset("llama3.1-70b"), load_hetero_cluster("dgx-h100:8,dgx-a100:8")
+    hbm = [g.cluster.gpu.hbm_gib for g in cluster.groups]
+    base = ParallelConfig(tp=1, pp=1, dp=1, micro_batch=1, global_batch=8, seq_len=1024, zero=1)
+    assert weights_overflow(model, base, hbm)
+    assert not weights_overflow(model, base.model_copy(update={"tp": 8}), hbm)
+    assert not weights_overflow(model, base.model_copy(update={"zero": 3}), hbm)  # ZeRO-3 shards the weights
+    pricing = Pricing(model, cluster)
+    full = base.model_copy(update={"recompute": "full"})
+    assert not pricing.replica([(0, 1.0)], frozenset({(0, 1.0)}), full).fits  # the cost model agrees: it cannot fit
