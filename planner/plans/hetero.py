@@ -41,7 +41,8 @@ SOLVER = "hetero-enumeration"
 """The plan's ``search.solver`` for heterogeneous plans (mixes enumerated, shares by exact min-max)."""
 BOUND_NOTE = ("search packed the GPUs by rule (too many replica mixes to enumerate): optimality_gap is proven against a lower "
               "bound over every mix, split and share of the space (search.hetero_gap: a continuous relaxation at each pool's "
-              "layer times; it leaves out gradient sync and optimizer time, so the gap overstates the distance to the optimum)")
+              "layer times; it leaves out gradient sync, optimizer time and activation memory, so the gap overstates the distance "
+              "to the optimum)")
 
 
 def names_groups(cluster: Any) -> bool:
