@@ -24,7 +24,7 @@ CPU times are the honest figure): headline 7.549 s vs 12.133 s (16 H100 alone) a
 A100): ratio 0.622, gap 0.082, search 0.7 s CPU; 8 H200 + 32 A100-40GB 0.724 of the better baseline
 (gap 0.141); 64 H100 with node 1 at half speed 0.904 of the healthy nodes alone (0.571 of the
 straggler-blind uniform plan, gap 0.088); 64 A100 with GPU 9 at 0.6 and node 3 down 0.832 (0.733 of
-straggler-blind, gap 0.080); Llama 3.1 70B on 64 H100 + 64 A100 0.823 (gap 0.273). Exhaustive check
+straggler-blind, gap 0.080); Llama 3.1 70B on 64 H100 + 64 A100 0.823 (gap 0.272). Exhaustive check
 5/5 equal. 1,024 GPUs of three types, `meshplan plan` whole process (search, baselines, validation,
 JSON): 2.4 s CPU, 2.9 s wall at load 5.8 and 7.8 s wall at load 8.5; gap 0.441, 1.67x over 256 H100
 alone, 1.34x over all 1,024 as A100-40GB.
