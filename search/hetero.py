@@ -13,7 +13,8 @@ replica (``Pricing.estimate``, what ``estimate --plan`` repeats).
 Optimal where provable: when every base option's mixes are enumerated (at most
 ``HeteroRequest.count_limit`` each) and every split is priced (``search.stages.SMALL_SPLITS``), the
 result is the optimum of the space (``search.hetero_exhaustive`` checks it); otherwise mixes are
-packed by rule and splits come from the stage DP's front, and the status says ``feasible``.
+packed by rule and splits come from the stage DP's front, the status says ``feasible`` and the gap is
+proven against a lower bound over the whole space (``search.hetero_gap``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from costmodel.specs import ModelSpec, ParallelConfig, TransformerLayer
 from search.hetero_alloc import allocate
 from search.hetero_bound import kind_line, mix_bound
 from search.hetero_curve import KindCurve
+from search.hetero_gap import relative_gap, space_bound
 from search.hetero_price import PoolKey, Pricing, pool_keys
 from search.hetero_types import (
     HeteroCandidate,
@@ -60,7 +62,7 @@ def search_hetero(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) 
     """The fastest heterogeneous plans that fit (see the module docstring)."""
     start = time.perf_counter()
     pricing = Pricing(model, cluster)
-    queue, exact = _bounded_mixes(pricing, model, cluster, req)
+    queue, exact, options = _bounded_mixes(pricing, model, cluster, req)
     approximate = not exact
     found: list[tuple[float, int, _Found]] = []
     evaluated = 0
@@ -73,17 +75,19 @@ def search_hetero(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) 
             _keep(found, _Found(got[0], base, tuple(pool_list), mix, got[1]), req.top_k, order)
     ranked = [f for _, _, f in sorted(found, key=lambda x: (-x[0], -x[1]))]
     candidates = tuple(_assemble(pricing, f, req.recomputes) for f in ranked)
-    stats = HeteroStats(evaluated, len(queue) - evaluated, "optimal" if exact else "feasible", 0.0 if exact else None,
-                        time.perf_counter() - start)
+    gap = 0.0 if exact else None if not candidates else relative_gap(candidates[0].step_time_s, space_bound(pricing, options))
+    stats = HeteroStats(evaluated, len(queue) - evaluated, "optimal" if exact else "feasible", gap, time.perf_counter() - start)
     return HeteroResult(candidates[0] if candidates else None, candidates[1:], stats)
 
 
-def _bounded_mixes(pricing: Pricing, model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> tuple[list, bool]:
-    """Every mix to consider with its lower bound (``search.hetero_bound``), lowest first, and
-    whether the space was covered exactly (every mix enumerated, every split priced)."""
+def _bounded_mixes(pricing: Pricing, model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> tuple[list, bool, list]:
+    """Every mix to consider with its lower bound (``search.hetero_bound``), lowest first, whether
+    the space was covered exactly (every mix enumerated, every split priced), and the base options
+    with their pools (what ``search.hetero_gap`` bounds)."""
     fixed = min(g.cluster.efficiency.step_fixed_s for g in cluster.groups)
-    queue, exact = [], True
+    queue, exact, options = [], True, []
     for base, pool_list, mixes, complete in bases(model, cluster, req):
+        options.append((base, pool_list))
         proven = complete and _splits_exact(model, base.pp)
         exact = exact and proven
         keys = pool_keys(pool_list)
@@ -96,7 +100,7 @@ def _bounded_mixes(pricing: Pricing, model: ModelSpec, cluster: HeteroCluster, r
             if sum(n for _, n in mix) <= total:
                 queue.append((mix_bound(mix, lines, total, fixed), len(queue), base, pool_list, mix))
     queue.sort(key=lambda q: (q[0], q[1]))
-    return queue, exact
+    return queue, exact, options
 
 
 def _bound_splits(pricing: Pricing, kind, keys, base: ParallelConfig, proven: bool) -> list:

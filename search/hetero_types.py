@@ -122,7 +122,8 @@ class HeteroStats:
     status: HeteroStatus
     """optimal: every base option's mixes and splits were enumerated (exact over the space)."""
     gap: float | None
-    """0 when optimal; None when the GPUs were packed by rule (no bound proven)."""
+    """0 when optimal; else (best − bound) / bound with the bound of ``search.hetero_gap`` (a lower
+    bound on every plan of the space searched); None when nothing fits."""
     wall_time_s: float
 
 

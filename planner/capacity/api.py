@@ -23,6 +23,13 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _items(value: Any) -> list[str] | None:
+    """``--slow`` / ``--down`` as given (a string or repeated strings) as a list, None when absent."""
+    if value is None:
+        return None
+    return [value] if isinstance(value, str) else [str(v) for v in value]
+
+
 def _float(value: int | float) -> float:
     """A number as a float; an integer too large for one is infinite (and refused as such)."""
     try:
@@ -36,7 +43,10 @@ def parse_grid(*, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, toke
     """The grid from flag-like values; an InputError (one line) for the first thing wrong."""
     if critical_batch is not None and (not isinstance(critical_batch, int) or isinstance(critical_batch, bool) or critical_batch <= 0):
         raise InputError(f"--critical-batch must be a positive number of sequences (got {critical_batch!r:.40})")
-    clusters = grid.parse_names(_text(cluster), "--cluster")
+    from planner.capacity.hetero import is_mixed_arg
+
+    text = _text(cluster)
+    clusters = (text.strip(),) if is_mixed_arg(text) else grid.parse_names(text, "--cluster")
     amount = None if tokens is None else grid.check_amount(_float(tokens)) if isinstance(tokens, (int, float)) else grid.parse_amount(tokens, "--tokens")
     seconds = None if deadline is None else grid.check_seconds(_float(deadline)) if isinstance(deadline, (int, float)) else grid.parse_duration(deadline)
     if seconds is not None and amount is None:
@@ -51,11 +61,15 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
           top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float = 0.0, precision: str = "bf16",
           compile: bool | None = None, workers: int = 1,
           ray: str | None = None, gpu_tdp_w: float | None = None, node_overhead_w: float | None = None,
-          reports: bool = False, progress: Any = None, **constraints: Any) -> SweepRun:
+          reports: bool = False, progress: Any = None, slow: Any = None, down: Any = None, **constraints: Any) -> SweepRun:
     """Search the best plan for every grid point (see the module docstring).
 
     ``precision`` and ``compile`` are :func:`planner.plan`'s, for every point (fp8 needs FP8 tensor
     cores on every cluster of the grid).
+
+    ``cluster`` may be one mixed cluster's groups (``"dgx-h100:16,dgx-a100:32"``; ``gpus`` is then its
+    total) and ``slow`` / ``down`` degrade every cluster of the grid: each point is then planned as
+    :func:`planner.plan` plans it with those arguments (``planner.capacity.hetero``).
 
     ``constraints``: ``tp``, ``pp``, ``cp``, ``dp``, ``ep``, ``vpp``, ``zero``, ``micro_batch``,
     ``sp``, ``recompute``, ``schedule``, as :func:`planner.plan` takes them, applied to every point.
@@ -77,16 +91,22 @@ def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: An
         from planner.capacity.ray_backend import require_ray
 
         require_ray()
-    specs = _clusters(g)
+    from planner.capacity.hetero import fixed_constraints, hetero_specs, is_mixed_arg
+
+    hetero = slow is not None or down is not None or any(is_mixed_arg(c) for c in g.clusters)
+    specs = hetero_specs(g.clusters, g.gpus, slow, down) if hetero else _clusters(g)
     problems = engine_option_problems(precision, compile, list(specs.values()))
     if problems:
         raise InputError(*problems)
     chosen = _check_model(model, target, top_k, time_limit_s, memory_headroom_gib, constraints)
+    if hetero and target == "native":
+        fixed_constraints(chosen)  # refuses what the heterogeneous search cannot take, before any search
     job = Job(model=model, target=target, top_k=top_k, time_limit_s=time_limit_s, memory_headroom_gib=memory_headroom_gib, reports=reports,
-              constraints=chosen, precision=precision, compile=compile)
+              constraints=chosen, precision=precision, compile=compile, hetero=hetero, slow=slow, down=down)
     points, tasks = layout(g)
     outcomes = run_tasks(job, tasks, workers=workers, ray_address=ray, progress=progress)
-    run = assemble(model, g, specs, points, outcomes, target, gpu_tdp_w, node_overhead_w, chosen)
+    run = assemble(model, g, specs, points, outcomes, target, gpu_tdp_w, node_overhead_w, chosen,
+                   {"slow": _items(slow), "down": _items(down)})
     if all(p.status != "ok" for p in run.result.points):
         first = run.result.points[0]
         raise NoFeasiblePlanError(f"no point of the grid has a plan; e.g. {first.cluster}, {first.gpus} GPUs: {first.reason}")

@@ -28,8 +28,10 @@ FORMULAS = [
 
 
 def assemble(model: Any, g: Grid, specs: dict[str, Any], points: list[PointKey], outcomes: list[Outcome], target: str,
-             gpu_tdp_w: float | None, node_overhead_w: float | None, constraints: PlanConstraints | None = None) -> SweepRun:
-    """The :class:`~planner.capacity.runs.SweepRun` of a finished sweep."""
+             gpu_tdp_w: float | None, node_overhead_w: float | None, constraints: PlanConstraints | None = None,
+             degraded: dict[str, list[str] | None] | None = None) -> SweepRun:
+    """The :class:`~planner.capacity.runs.SweepRun` of a finished sweep; ``degraded`` the ``slow`` /
+    ``down`` items echoed in the request."""
     powers = {name: power_model(spec, gpu_tdp_w, node_overhead_w) for name, spec in specs.items()}
     records, plans, reports = [], {}, {}
     for key in points:
@@ -46,7 +48,7 @@ def assemble(model: Any, g: Grid, specs: dict[str, Any], points: list[PointKey],
                            clusters=list(g.clusters), gpus=list(g.gpus), global_batch=list(g.batches.fixed or g.batches.candidates),
                            batch_chosen_per_point=g.batches.chosen_per_point, seq_len=list(g.seq_lens), target=target,
                            tokens=g.tokens, critical_batch=g.critical_batch, deadline_s=g.deadline_s, price_per_gpu_hour=g.prices,
-                           constraints=None if constraints is None or constraints.is_empty() else constraints)
+                           constraints=None if constraints is None or constraints.is_empty() else constraints, **(degraded or {}))
     power = [PowerInfo(cluster=c, gpu_tdp_w=p.gpu_tdp_w, gpu_tdp_source=p.gpu_tdp_source, node_overhead_w=p.node_overhead_w,
                        node_overhead_source=p.node_overhead_source) for c, p in powers.items()]
     deadline = _deadline(records, g) if g.deadline_s is not None else None

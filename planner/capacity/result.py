@@ -108,6 +108,10 @@ class SweepRequest(BaseModel):
     price_per_gpu_hour: dict[str, float]
     constraints: PlanConstraints | None = None
     """Plan constraints applied to every point (``planner.plans.constraints``); None when all was searched."""
+    slow: list[str] | None = None
+    """``--slow`` items applied to every point (``planner.capacity.hetero``); left out of the JSON when None."""
+    down: list[str] | None = None
+    """``--down`` items applied to every point; left out of the JSON when None."""
 
 
 class SweepResult(BaseModel):
@@ -122,8 +126,9 @@ class SweepResult(BaseModel):
     formulas: list[str]
 
     def to_json(self) -> str:
-        """Deterministic JSON text."""
-        return self.model_dump_json(indent=2) + "\n"
+        """Deterministic JSON text (a sweep without ``--slow`` / ``--down`` has neither key)."""
+        unset = {name for name in ("slow", "down") if getattr(self.request, name) is None}
+        return self.model_dump_json(indent=2, exclude={"request": unset} if unset else None) + "\n"
 
     def to_csv(self) -> str:
         """One row per point (the scalar fields of :class:`SweepPoint`; mesh flattened)."""

@@ -40,6 +40,12 @@ class Job:
     """GEMM precision of every point's plan (``planner.plan``'s ``precision``)."""
     compile: bool | None = None
     """``planner.plan``'s ``compile`` for every point (None: the target engine's default)."""
+    hetero: bool = False
+    """Points are mixed or degraded clusters, planned as ``planner.plan`` plans them (``planner.capacity.hetero``)."""
+    slow: Any = None
+    """``planner.plan``'s ``slow`` for every point."""
+    down: Any = None
+    """``planner.plan``'s ``down`` for every point."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,10 @@ def run_chunk(job: Job, tasks: Sequence[Task]) -> list[Outcome]:
     from costmodel.table import build_cost_table
     from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
+    if job.hetero:
+        from planner.capacity.hetero import plan_point
+
+        return [Outcome(task.index, task.global_batch, *plan_point(job, task)) for task in tasks]
     model = resolve_model_arg(job.model)
     contexts: dict[str, tuple] = {}
     out = []

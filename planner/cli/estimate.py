@@ -25,6 +25,8 @@ _EXAMPLES = """\
       --global-batch 64 --seq-len 8192 --tp 2 --pp 2 -o plan.json
   meshplan estimate --model llama3.1-8b --cluster dgx-h100 --gpus 8 --global-batch 16 \\
       --seq-len 8192 --micro-batch 2 --recompute selective --target torchtitan --compile --precision fp8
+  meshplan estimate --model llama3.1-8b --cluster dgx-h100:16,dgx-a100:32 --gpus 48 \
+      --global-batch 512 --seq-len 4096 --tp 2 --pp 2 --slow 5=0.5 --down node:3
   meshplan estimate --plan plan.json --json"""
 
 _DESCRIPTION = """\
@@ -32,7 +34,11 @@ Estimate one configuration: step time, tokens/s, MFU, TFLOP/s per GPU, peak memo
 capacity, and where the time and memory go. DP is derived: gpus / (tp x pp x cp).
 MODEL is a preset name (meshplan list models), a Hugging Face config.json, or
 path/to/file.py:factory / package.module:factory returning a torch.nn.Module.
-CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file."""
+CLUSTER is a preset name (meshplan list clusters) or a cluster JSON file, or GPU groups in order
+(dgx-h100:16,dgx-a100:32 or a groups JSON file). On groups, or with --slow / --down, the
+configuration is priced as a uniform plan on the GPUs that are up (replicas in GPU order, equal
+shares, each stage on its own GPU type and speed: the step waits for the slowest replica);
+`meshplan plan` on the same cluster finds uneven shares."""
 
 _REQUIRED = ("model", "cluster", "gpus", "global_batch", "seq_len")
 """Flags the flag form needs (dest names)."""
@@ -43,7 +49,10 @@ _ENGINE_FLAGS = (
 """Engine knobs (``planner.estimation.knobs``): None = the target engine's default."""
 _LAYOUT_FLAGS = ("ep", "schedule", "stage_layers")
 """Further parallel settings, passed only when given (``planner.estimate`` defaults otherwise)."""
-_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS, *_LAYOUT_FLAGS)
+_CLUSTER_FLAGS = ("slow", "down")
+"""Degraded-cluster flags, passed only when given."""
+_CONFIG_FLAGS = (*_REQUIRED, "tp", "pp", "cp", "vpp", "micro_batch", "sp", "recompute", "zero", "trace", *_ENGINE_FLAGS, *_LAYOUT_FLAGS,
+                 *_CLUSTER_FLAGS)
 """Every configuration flag; none of them may accompany ``--plan``."""
 
 
@@ -54,7 +63,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     what = parser.add_argument_group("model, hardware and batch (required unless --plan)")
     what.add_argument("--model", metavar="M", help="preset, config.json or module factory")
     what.add_argument("--trace", action="store_true", default=None, help="build a config.json model with transformers on the meta device and trace it")
-    what.add_argument("--cluster", metavar="C", help="cluster preset or JSON file")
+    what.add_argument("--cluster", metavar="C", help="cluster preset or JSON file, or GPU groups in order: C:N[,C:N...]")
+    what.add_argument("--slow", metavar="GPU=SPEED", action="append",
+                      help="a slow GPU (5=0.5) or node (node:2=0.7), speed in (0, 1]; comma-joined or repeated; GPUs and nodes numbered across the groups")
+    what.add_argument("--down", metavar="node:N", action="append", help="a node that is gone (node:3); comma-joined or repeated")
     what.add_argument("--gpus", metavar="N", type=positive_int, help="number of GPUs")
     what.add_argument("--global-batch", metavar="B", type=positive_int, help="sequences per optimizer step")
     what.add_argument("--seq-len", metavar="S", type=positive_int, help="tokens per sequence")
@@ -129,7 +141,7 @@ def _estimate(args: argparse.Namespace):  # noqa: ANN202 (EstimateResult, import
         zero=args.zero,
         trace=bool(args.trace),
         **{name: getattr(args, name) for name in _ENGINE_FLAGS},
-        **{name: getattr(args, name) for name in _LAYOUT_FLAGS if getattr(args, name) is not None},
+        **{name: getattr(args, name) for name in (*_LAYOUT_FLAGS, *_CLUSTER_FLAGS) if getattr(args, name) is not None},
     )
 
 
@@ -180,6 +192,8 @@ def _check_form(args: argparse.Namespace) -> None:
     """Either ``--plan`` alone or the required flags: say which flags are missing or in the way."""
     if args.plan is not None and args.output is not None:
         raise UsageError("estimate: -o writes the plan of a configuration given by flags; with --plan the plan file exists already")
+    if args.output is not None and (args.slow or args.down or _names_groups(args.cluster)):
+        raise UsageError("estimate: -o writes a uniform plan file; on GPU groups or with --slow / --down use meshplan plan -o")
     if args.output is not None:
         check_output(args.output, "-o")  # before any work
     if args.plan is not None:
@@ -192,6 +206,15 @@ def _check_form(args: argparse.Namespace) -> None:
     missing = [_flag(dest) for dest in _REQUIRED if getattr(args, dest) is None]
     if missing:
         raise UsageError(f"estimate: missing {', '.join(missing)} (or give --plan plan.json)")
+
+
+def _names_groups(cluster: str | None) -> bool:
+    """Whether ``--cluster`` names GPU groups (``C:N[,C:N]``, or a groups JSON file)."""
+    if cluster is None:
+        return False
+    from planner.plans.hetero import names_groups
+
+    return names_groups(cluster)
 
 
 def _flag(dest: str) -> str:

@@ -34,7 +34,10 @@ and energy of each; with --deadline, the smallest GPU count per cluster that fin
 --global-batch range or `auto` (powers of two within 4x of --critical-batch) is chosen per point to
 train fastest under the gradient-noise-scale model of McCandlish et al. 2018. --tokens is the budget
 of a run at the critical batch (without --critical-batch, of every run). Constraints (--tp, --pp,
---zero, ...) apply to every point as in `meshplan plan`; a point they cannot tile has no plan."""
+--zero, ...) apply to every point as in `meshplan plan`; a point they cannot tile has no plan.
+A mixed cluster (--cluster dgx-h100:16,dgx-a100:32) or --slow / --down plans every point as
+`meshplan plan` does with those flags: the heterogeneous search (uneven shares, one GPU group per
+stage) for the native target; a mixed cluster's --gpus is its groups' total."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -42,7 +45,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = add_subparser(subparsers, "sweep", "best plan, time and cost for a grid of clusters, GPU counts and batches", _DESCRIPTION, _EXAMPLES)
     what = parser.add_argument_group("grid")
     what.add_argument("--model", metavar="M", required=True, help="preset, config.json or module factory")
-    what.add_argument("--cluster", metavar="C[,C2...]", required=True, help="cluster presets or JSON files")
+    what.add_argument("--cluster", metavar="C[,C2...]", required=True,
+                      help="cluster presets or JSON files, or one mixed cluster's GPU groups C:N[,C:N...] (then --gpus is their total)")
+    what.add_argument("--slow", metavar="GPU=SPEED", action="append",
+                      help="a slow GPU (5=0.5) or node (node:2=0.7) at every point, speed in (0, 1]; comma-joined or repeated")
+    what.add_argument("--down", metavar="node:N", action="append", help="a node that is gone (node:3) at every point; comma-joined or repeated")
     what.add_argument("--gpus", metavar="N|LO..HI", required=True, help="GPU counts: a list, or every power of two in LO..HI")
     what.add_argument("--global-batch", metavar="B|B1,B2|auto|LO..HI", required=True, help="batches (sequences per step)")
     what.add_argument("--seq-len", metavar="S[,S2]", required=True, help="sequence lengths")
@@ -119,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
                            price_per_gpu_hour=args.price_per_gpu_hour, target=args.target, time_limit_s=args.time_limit,
                            memory_headroom_gib=args.memory_headroom, precision=args.precision, compile=args.compile, workers=args.workers, ray=args.ray, gpu_tdp_w=args.gpu_tdp_w,
                            node_overhead_w=args.node_overhead_w, reports=args.report is not None, progress=_progress(),
-                           **constraint_values(args))
+                           slow=args.slow, down=args.down, **constraint_values(args))
     result = result_run.result
     miss = result.deadline_miss()
     if miss:

@@ -55,6 +55,12 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
     return cfg, assumptions
 
 
+def _names_groups(cluster: Any) -> bool:
+    from planner.plans.hetero import names_groups
+
+    return names_groups(cluster)
+
+
 def _pydantic_problems(err: ValidationError) -> list[str]:
     out = []
     for e in err.errors():
@@ -95,6 +101,8 @@ def estimate(
     offload_activations: bool | None = None,
     zero3_bucket: int | None = None,
     stage_layers: tuple[int, ...] | list[int] | None = None,
+    slow: Any = None,
+    down: Any = None,
 ) -> EstimateResult:
     """Predict one configuration (keyword names match ``meshplan estimate`` flags; DP is derived as
     gpus / (tp x pp x cp)). A configuration that does not fit still estimates, with ``fits`` False and
@@ -104,7 +112,9 @@ def estimate(
     ``loss_fusion``, ``grad_accum_fusion``, ``offload_*``, ``zero3_bucket`` parameters per ZeRO-3
     collective) default to the engine's own (``planner.estimation.knobs``). ``stage_layers``
     gives the model layers of each of the pp x vpp chunks in chunk order (e.g. Llama 3 405B's layout:
-    the first chunk only the embedding, the last only the final norm and the head). Raises
+    the first chunk only the embedding, the last only the final norm and the head). ``cluster`` may
+    name GPU groups (``dgx-h100:16,dgx-a100:32``) and ``slow`` / ``down`` degrade it: the configuration
+    is then priced as the straggler-bound uniform plan (``planner.estimation.hetero``). Raises
     :class:`planner.errors.InputError` for bad input."""
     from planner.intake.arguments import count_problems
 
@@ -119,6 +129,22 @@ def estimate(
         problems.append(f"trace must be True or False (got {trace!r:.40})")
     if problems:
         raise InputError(*problems)
+    if slow is not None or down is not None or _names_groups(cluster):
+        from planner.plans.hetero import resolve_hetero
+
+        hetero = resolve_hetero(cluster, gpus, slow, down)
+        if hetero.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
+            cluster = hetero.groups[0].cluster
+        else:
+            from planner.estimation.hetero import estimate_on_groups
+
+            others = dict(cp=cp, vpp=vpp, ep=ep, schedule=schedule, attention=attention, target=target, precision=precision,
+                          tp_overlap=tp_overlap, tp_async=tp_async, grad_reduce_dtype=grad_reduce_dtype, dp_overlap=dp_overlap,
+                          compile=compile, loss_fusion=loss_fusion, grad_accum_fusion=grad_accum_fusion,
+                          offload_optimizer=offload_optimizer, offload_activations=offload_activations, zero3_bucket=zero3_bucket)
+            return estimate_on_groups(resolve_model_arg(model, trace), hetero, global_batch=global_batch, seq_len=seq_len, tp=tp, pp=pp,
+                                      micro_batch=micro_batch, sp=sp, recompute=recompute, zero=zero,
+                                      stage_layers=tuple(stage_layers) if stage_layers is not None else None, others=others)
     model_spec = resolve_model_arg(model, trace)
     cluster_spec = resolve_cluster_arg(cluster)
     settings = dict(

@@ -39,7 +39,10 @@ from search.hetero_types import (
 
 SOLVER = "hetero-enumeration"
 """The plan's ``search.solver`` for heterogeneous plans (mixes enumerated, shares by exact min-max)."""
-UNPROVEN_NOTE = "search packed the GPUs by rule (too many replica mixes to enumerate): no optimality bound is proven; optimality_gap 0 is not a proof here"
+BOUND_NOTE = ("search packed the GPUs by rule (too many replica mixes to enumerate): optimality_gap is proven against a lower "
+              "bound over every mix, split and share of the space (search.hetero_gap: a continuous relaxation at each pool's "
+              "layer times; it leaves out gradient sync, optimizer time and activation memory, so the gap overstates the distance "
+              "to the optimum)")
 
 
 def names_groups(cluster: Any) -> bool:
@@ -62,10 +65,20 @@ def names_groups(cluster: Any) -> bool:
 
 def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
+    from costmodel.hetero import ClusterGroup
+    from costmodel.specs import ClusterSpec
     from profiles import degrade, load_hetero_cluster
 
     try:
-        hetero = degrade(load_hetero_cluster(cluster, gpus), slow, down)
+        if isinstance(cluster, ClusterSpec):  # the API's cluster object: one group of ``gpus`` GPUs
+            if not isinstance(gpus, int) or gpus <= 0 or gpus % cluster.gpus_per_node:
+                raise InputError(f"{gpus} GPUs is not a whole number of {cluster.gpus_per_node}-GPU nodes of {cluster.name}")
+            loaded = HeteroCluster(name=cluster.name, groups=(ClusterGroup(cluster=cluster, gpus=gpus),))
+        elif isinstance(cluster, (str, os.PathLike)):
+            loaded = load_hetero_cluster(cluster, gpus)
+        else:
+            raise InputError(f"cluster must be a preset name, a JSON file, GPU groups or a ClusterSpec, not {type(cluster).__name__}")
+        hetero = degrade(loaded, slow, down)
     except ValueError as err:  # profiles.ProfileError, pydantic's checks
         raise InputError(str(err).splitlines()[0]) from None
     if not headroom_gib:
@@ -93,8 +106,9 @@ def hetero_request(global_batch: int, seq_len: int, top_k: int, constraints: dic
 
 
 def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: int, global_batch: int, seq_len: int,
-                top_k: int, timing: bool, trace: bool, constraints: dict[str, Any]) -> Plan:
-    """The heterogeneous search's best plan as a :class:`Plan` (native target)."""
+                top_k: int, timing: bool, trace: bool, constraints: dict[str, Any], time_limit_s: float | None = None) -> Plan:
+    """The heterogeneous search's best plan as a :class:`Plan` (native target), with its gain over the
+    homogeneous alternatives (``planner.plans.hetero_gain``; ``time_limit_s`` bounds their searches)."""
     from search.hetero import search_hetero
 
     req = hetero_request(global_batch, seq_len, top_k, constraints)
@@ -103,7 +117,12 @@ def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: 
         raise NoFeasiblePlanError(f"no heterogeneous plan fits in memory on {cluster.name} "
                                   "(try more GPUs, a smaller --global-batch or --seq-len)", None)
     fixed = {k: (int(v), int(v)) for k, v in constraints.items() if k in ("tp", "pp", "micro_batch", "zero") and v is not None}
-    return build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace, fixed)
+    plan = build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace, fixed)
+    from planner.plans.hetero_gain import baseline_infos
+
+    baselines = baseline_infos(model, cluster, global_batch, seq_len, plan.estimate.step_time_s, time_limit_s, fixed)
+    assert plan.hetero is not None
+    return plan.model_copy(update={"hetero": plan.hetero.model_copy(update={"baselines": baselines})})
 
 
 def build_hetero_plan(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: int, seq_len: int, top_k: int,
@@ -115,7 +134,7 @@ def build_hetero_plan(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, 
 
     best = result.best
     assert best is not None
-    notes = [] if result.stats.status == "optimal" else [UNPROVEN_NOTE]
+    notes = [] if result.stats.status == "optimal" else [BOUND_NOTE]
     estimate = hetero_estimate_result(model, cluster, best, notes)
     cfg, first = best.config, cluster.groups[0].cluster
     slowest = max(best.replicas, key=lambda r: r.step_time_s)
@@ -133,7 +152,7 @@ def build_hetero_plan(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, 
         alternatives=[_alternative(i + 1, c, best, summary) for i, c in enumerate(result.alternatives[:top_k])],
         search=SearchInfo(wall_time_s=round(result.stats.wall_time_s, 3) if timing else None,
                           candidates_evaluated=result.stats.evaluated, candidates_pruned=result.stats.pruned, solver=SOLVER,
-                          status=result.stats.status, optimality_gap=result.stats.gap or 0.0, time_limit_s=None),
+                          status=result.stats.status, optimality_gap=round(result.stats.gap or 0.0, 6), time_limit_s=None),
         hetero=HeteroInfo(cluster=cluster, gpus_used=best.gpus_used, replicas=[_replica(i, r) for i, r in enumerate(best.replicas)]),
     )
 
@@ -195,7 +214,7 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
     if kwargs["precision"] != "bf16" or kwargs["compile"] is not None:
         raise InputError("--precision fp8 and --compile / --no-compile are not planned on a heterogeneous cluster yet (drop them)")
     built = plan_hetero(kwargs["model"], model, cluster, kwargs["gpus"], kwargs["global_batch"], kwargs["seq_len"], kwargs["top_k"],
-                        kwargs["timing"], kwargs["trace"], {k: kwargs[k] for k in _CONSTRAINTS})
+                        kwargs["timing"], kwargs["trace"], {k: kwargs[k] for k in _CONSTRAINTS}, kwargs["time_limit_s"])
     from planner.plans.hetero_checks import hetero_problems
 
     problems = hetero_problems(built, model)

@@ -11,7 +11,8 @@
 - memory: each stage re-estimated on its own GPU type with the cost model (``costmodel.step``, not
   the search) fits that GPU's capacity and equals the stored figure;
 - the target is native (no engine export runs uneven shares or per-stage GPU types);
-- the stored estimate is the re-pricing of the replicas (what ``estimate --plan`` prints).
+- the stored estimate is the re-pricing of the replicas (what ``estimate --plan`` prints);
+- each homogeneous baseline's speedup is its step over the plan's (``planner.plans.hetero_gain``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def hetero_problems(plan: Plan, model: ModelSpec) -> list[str]:
     info = plan.hetero
     if info is None:
         return ["the plan has no hetero section"]
-    problems = _devices(info) + _shares(plan, info)
+    problems = _devices(info) + _shares(plan, info) + _baselines(plan, info)
     if plan.request.target != "native":
         problems.append(f"target {plan.request.target} cannot run uneven shares or per-stage GPU types: a heterogeneous plan is native")
     for r in info.replicas:
@@ -43,6 +44,14 @@ def hetero_problems(plan: Plan, model: ModelSpec) -> list[str]:
     if problems:
         return problems
     return _memory(plan, info, model) + _estimate(plan, info, model)
+
+
+def _baselines(plan: Plan, info: HeteroInfo) -> list[str]:
+    """Each recorded speedup is the baseline's step over the plan's (None exactly when no step)."""
+    from planner.plans.hetero_gain import speedup
+
+    return [f"baseline {b.name}: speedup {b.speedup} is not its step over the plan's ({speedup(b.step_time_s, plan.estimate.step_time_s)})"
+            for b in info.baselines or [] if b.speedup != speedup(b.step_time_s, plan.estimate.step_time_s)]
 
 
 def _devices(info: HeteroInfo) -> list[str]:

@@ -59,6 +59,27 @@ class HeteroReplicaInfo(BaseModel):
     stages: list[HeteroStageInfo]
 
 
+class HeteroBaselineInfo(BaseModel):
+    """A homogeneous alternative to the plan (``search.hetero_baselines``) and the plan's gain over it."""
+
+    model_config = _PLAN
+    name: Literal["fastest-group", "all-as-slowest", "straggler-blind", "healthy-only"]
+    """fastest-group: the fastest GPU type's group alone; all-as-slowest: every GPU that is up planned as
+    the slowest type; straggler-blind: the best uniform plan of the GPUs that are up, run on the
+    degraded cluster with equal shares; healthy-only: the homogeneous plan of the healthy nodes only."""
+    label: str
+    """What it is, for a person (e.g. "16 x dgx-h100 alone")."""
+    gpus: int
+    step_time_s: float | None
+    """Its best plan's predicted step (None: no plan fits)."""
+    speedup: float | None
+    """Its step over this plan's (above 1: the heterogeneous plan is faster)."""
+    plan_summary: str | None
+    """Its best plan's configuration in one line."""
+    search_status: str
+    """The homogeneous search's status (optimal, feasible, timeout) or "no plan fits"."""
+
+
 class HeteroInfo(BaseModel):
     """The heterogeneous plan: the cluster as planned and every replica."""
 
@@ -68,3 +89,5 @@ class HeteroInfo(BaseModel):
     gpus_used: int
     """GPUs the replicas occupy (the others are down, or left out because they would slow the job)."""
     replicas: list[HeteroReplicaInfo]
+    baselines: list[HeteroBaselineInfo] | None = None
+    """The homogeneous alternatives and the plan's gain over each (None in plans made before they were recorded)."""

@@ -1,9 +1,10 @@
 """The report of a heterogeneous plan (issue 22): which GPU group runs what.
 
 A mixed or degraded cluster's plan gets its own short report: the summary (step, tokens/s, MFU,
-memory, search status), the cluster's groups (GPU type, GPUs, slow GPUs, down nodes), and a
+memory, search status and gap), the cluster's groups (GPU type, GPUs, slow GPUs, down nodes), a
 stage/replica map, one row per replica (replicas with the same shape and share are folded into one
-row), each stage coloured by its GPU type in HTML. Pure text building: no I/O.
+row), each stage coloured by its GPU type in HTML, and the gain over the homogeneous alternatives
+(``planner.plans.hetero_gain``). Pure text building: no I/O.
 """
 
 from __future__ import annotations
@@ -62,7 +63,19 @@ def _summary(plan: Plan) -> list[list[str]]:
     return [["step", f"{est.step_time_s:.4g} s"], ["tokens/s", f"{est.tokens_per_s:,.0f}"], ["MFU", f"{est.mfu:.1%}"],
             ["fullest GPU", f"{est.peak_memory_gib:.1f} of {est.memory_capacity_gib:.1f} GiB"],
             ["mesh", f"tp {plan.mesh.tp} x pp {plan.mesh.pp} x {plan.mesh.dp} replicas, micro-batch {plan.schedule.micro_batch}"],
-            ["search", f"{search.status}, {search.candidates_evaluated:,} mixes priced, {search.candidates_pruned:,} pruned"]]
+            ["search", f"{search.status}" + (f", gap {search.optimality_gap:.2%}" if search.optimality_gap else "")
+             + f", {search.candidates_evaluated:,} mixes priced, {search.candidates_pruned:,} pruned"]]
+
+
+GAIN_HEADERS = ["homogeneous alternative", "GPUs", "its best plan", "step", "this plan's speedup"]
+
+
+def gain_rows(plan: Plan) -> list[list[str]]:
+    """One row per recorded baseline (none for plans made before baselines were recorded)."""
+    assert plan.hetero is not None
+    return [[b.label, str(b.gpus), b.plan_summary or "no plan fits",
+             "-" if b.step_time_s is None else f"{b.step_time_s:.4g} s", "-" if b.speedup is None else f"{b.speedup:.2f}x"]
+            for b in plan.hetero.baselines or []]
 
 
 def render_markdown(plan: Plan) -> str:
@@ -74,6 +87,8 @@ def render_markdown(plan: Plan) -> str:
     rows = [[_ranges(idx), str(count), str(mbs), f"{w:.3f}", " | ".join(f"{t}@{sp:g} tp{tp}: {n} layers" for _, t, sp, n, tp in st)]
             for count, idx, mbs, w, st in replica_rows(plan)]
     out += _md_table(["replicas", "count", "micro-batches", "grad weight", "stages (GPU type@speed: layers)"], rows)
+    if gain_rows(plan):
+        out += ["", "## Gain over homogeneous alternatives", ""] + _md_table(GAIN_HEADERS, gain_rows(plan))
     out += ["", "## Assumptions", ""] + [f"- {a}" for a in plan.estimate.assumptions]
     return "\n".join(out) + "\n"
 
@@ -100,6 +115,8 @@ def render_html(plan: Plan) -> str:
     head = "".join(f"<th>stage {k}</th>" for k in range(stages))
     body += ["<h2>Stage / replica map</h2>", ("<table><thead><tr><th>replicas</th><th>count</th><th>micro-batches</th>"
                                               f"<th>grad weight</th>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>")]
+    if gain_rows(plan):
+        body += ["<h2>Gain over homogeneous alternatives</h2>", _html_table(GAIN_HEADERS, gain_rows(plan))]
     body += ["<h2>Assumptions</h2><ul>" + "".join(f"<li>{escape(a)}</li>" for a in plan.estimate.assumptions) + "</ul>"]
     css = "body{font:14px system-ui,sans-serif;max-width:1040px;margin:24px auto}table{border-collapse:collapse}td,th{border:1px solid #d1d9e0;padding:4px 8px}"
     return f"<!doctype html><html><head><meta charset=\"utf-8\"><title>{title}</title><style>{css}</style></head><body>{''.join(body)}</body></html>\n"

@@ -49,3 +49,44 @@ def test_run_refuses_a_bad_injected_slowdown_in_one_line(meshplan, one_line_erro
     plan = tmp_path / "plan.json"
     plan.write_text("{}")  # the flag is refused before the plan is read
     one_line_error(meshplan("run", str(plan), "--nproc-per-node", "4", "--inject-slowdown", "3=0"), 2, "--inject-slowdown '3=0'")
+
+
+JOB = ["--model", "gpt-1.7b", "--global-batch", "32", "--seq-len", "2048", "--tp", "1", "--pp", "1"]
+BAD_CLUSTERS = [
+    (["--cluster", "dgx-h100:8,no-such-preset:8", "--gpus", "16"], "no-such-preset"),
+    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "15=0.5,99=0.5"], "GPU 99 is past"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "3=0"], "(0, 1]"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "node:1=1.5"], "(0, 1]"),
+    (["--cluster", "dgx-h100", "--gpus", "16", "--down", "node:0,node:1"], "every one of the cluster's 2 nodes"),
+    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "24"], "not 24"),
+]
+
+
+@pytest.mark.parametrize("args, fragment", BAD_CLUSTERS)
+def test_estimate_refuses_bad_cluster_input_in_one_line(meshplan, one_line_error, args: list[str], fragment: str) -> None:
+    one_line_error(meshplan("estimate", *JOB, *args), 2, fragment)
+
+
+@pytest.mark.parametrize("args, fragment", BAD_CLUSTERS + [
+    (["--cluster", "dgx-h100,dgx-a100:8", "--gpus", "8"], "not both"),
+    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--dp", "16"], "--dp"),
+])
+def test_sweep_refuses_bad_cluster_input_in_one_line(meshplan, one_line_error, args: list[str], fragment: str) -> None:
+    one_line_error(meshplan("sweep", *JOB, *args), 2, fragment)
+
+
+def test_estimate_prices_a_uniform_configuration_on_groups(meshplan) -> None:
+    proc = meshplan("estimate", *JOB, "--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "3=0.5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["config"]["dp"] == 16 and any("uniform configuration on a heterogeneous cluster" in a for a in got["assumptions"])
+    refused = meshplan("estimate", *JOB, "--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "-o", "x.json")
+    assert refused.returncode == 2 and "meshplan plan -o" in refused.stderr
+
+
+def test_sweep_plans_a_mixed_cluster_with_the_heterogeneous_search(meshplan) -> None:
+    proc = meshplan("sweep", *JOB, "--micro-batch", "1", "--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "3=0.5", "--json")
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["request"]["clusters"] == ["dgx-h100:8,dgx-a100:8"] and got["request"]["slow"] == ["3=0.5"]
+    assert [p["status"] for p in got["points"]] == ["ok"]
