@@ -163,16 +163,6 @@ def _device(device_type: str | None) -> torch.device:
     return torch.device(device_type)
 
 
-def _apply_expert_parallel(stages: list[StageModule], pmesh: PlanMesh) -> None:
-    """Keep this rank's experts of every block (:mod:`~planner.runtime.expert_parallel`; a stage
-    without MoE blocks has none)."""
-    from planner.runtime.expert_parallel import apply_expert_parallel
-
-    for stage in stages:
-        paths = [ROOT + u.path for u in stage.units if u.kind == "block"]
-        apply_expert_parallel(stage, paths, pmesh.ep, pmesh.ep_rank(), pmesh.ep_group())
-
-
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
     the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
@@ -216,7 +206,9 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
             apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=plan.mesh.sp, loss_parallel=loss_parallel,
                                   local_logits=pmesh.pp > 1)
     if pmesh.ep > 1:
-        _apply_expert_parallel(stages, pmesh)
+        from planner.runtime.expert_parallel import shard_experts
+
+        shard_experts(stages, pmesh)
     if pmesh.dp > 1:
         from planner.runtime.fsdp import apply_fsdp
 

@@ -197,6 +197,16 @@ def apply_expert_parallel(root: nn.Module, paths: list[str], ep: int, ep_rank: i
     return replaced
 
 
+def shard_experts(stages: list[Any], pmesh: Any) -> None:
+    """Keep this rank's experts in every block of the stage modules ``stages`` over ``pmesh``'s EP
+    group (:class:`~planner.runtime.mesh.PlanMesh`; a stage without MoE blocks has none)."""
+    from planner.runtime.stage import ROOT
+
+    for stage in stages:
+        paths = [ROOT + u.path for u in stage.units if u.kind == "block"]
+        apply_expert_parallel(stage, paths, pmesh.ep, pmesh.ep_rank(), pmesh.ep_group())
+
+
 def expert_slices(root: nn.Module, prefix: str = "") -> dict[str, slice]:
     """Names (under ``root``, less ``prefix``) of the local expert tensors and their rows in the full tensor."""
     out = {}
