@@ -3,7 +3,8 @@
 On an initialised process group of ``dp x tp x pp x cp`` ranks, :func:`apply` builds the plan's
 DeviceMesh (:mod:`~planner.runtime.mesh`), maps the plan's layers to the module's units
 (:mod:`~planner.runtime.layers`), keeps this rank's pipeline chunks (:mod:`~planner.runtime.stage`),
-applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`), FSDP2
+applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`), expert
+parallelism (:mod:`~planner.runtime.expert_parallel`), FSDP2
 (:mod:`~planner.runtime.fsdp`), the plan's per-layer recomputation and its pipeline schedule
 (:mod:`~planner.runtime.pipeline`). Everything is PyTorch's own: DTensor, FSDP2, checkpointing and
 ``torch.distributed.pipelining``.

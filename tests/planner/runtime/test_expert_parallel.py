@@ -1,8 +1,9 @@
 """Expert parallelism in the native runtime (``planner.runtime.expert_parallel``): a small Mixtral
 (transformers' ``MixtralForCausalLM``: 4 experts, top-2, hidden 32) trained with its experts split over
 an EP group equals one-process training (losses and every final weight, the tolerances of
-``equality.py``) on 2 and 4 CPU gloo processes, under ZeRO 0, 1 and 3, with pipelining and with
-tensor parallelism; a wrong expert split fails the same comparison; ``meshplan check-memory``
+``equality.py``) on 2 and 4 CPU gloo processes, under ZeRO 0, 1 and 3, full and selective
+recomputation, 1F1B and interleaved pipelines and tensor parallelism; swapped experts fail the same
+comparison; ``meshplan check-memory``
 measures an ep plan, and a searched ``meshplan plan --ep 2`` plan runs under ``meshplan run``."""
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ SHAPES: dict[int, dict[str, dict]] = {
     2: {
         "dp2_ep2": {"dp": 2, "ep": 2, "zero": 0},
         "dp2_ep2_zero3": {"dp": 2, "ep": 2, "zero": 3},
+        "dp2_ep2_selective": {"dp": 2, "ep": 2, "zero": 1, "recompute": "selective"},
     },
     4: {
         "dp4_ep2_zero1": {"dp": 4, "ep": 2, "zero": 1},
         "dp4_ep4_zero3": {"dp": 4, "ep": 4, "zero": 3},
         "dp4_ep2_zero0_recompute": {"dp": 4, "ep": 2, "zero": 0, "recompute": "full"},
         "pp2_dp2_ep2": {"pp": 2, "dp": 2, "ep": 2, "zero": 1, "schedule": "1f1b"},
+        "pp2_vpp2_dp2_ep2": {"pp": 2, "vpp": 2, "dp": 2, "ep": 2, "zero": 3, "schedule": "interleaved-1f1b"},
         "tp2_dp2_ep2": {"tp": 2, "dp": 2, "ep": 2, "zero": 3, "sp": False},
     },
 }
