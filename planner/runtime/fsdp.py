@@ -19,12 +19,18 @@ Under expert parallelism each rank's experts (:class:`~planner.runtime.expert_pa
 are an FSDP unit of their own over the expert-data-parallel mesh (the ``dp / ep`` ranks holding the
 same experts, :meth:`~planner.runtime.mesh.PlanMesh.expert_dp_mesh`), with the same ZeRO stage, as
 torchtitan's ``apply_fsdp`` shards MoE experts over ``dp_mod_ep``; the layer's other parameters
-stay in the layer's unit over ``dp``.
+stay in the layer's unit over ``dp``. Fewer local experts than shards (one expert per rank, ``ep = dp / 2``)
+would leave the others' shards empty along dim 0, so then the experts are sharded along dim 1, as
+torchtitan's ``_experts_shard_placement_fn`` does.
 """
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
+
+from torch import nn
+from torch.distributed.tensor import Shard
 
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
@@ -44,7 +50,14 @@ def apply_fsdp(stage: StageModule, dp_mesh: DeviceMesh, *, zero: int, tied: bool
         if tied and unit.kind in ("embedding", "head"):
             continue
         for _, experts in expert_modules(module):
-            fully_shard(experts, mesh=expert_mesh, reshard_after_forward=reshard, **kwargs)
+            fully_shard(experts, mesh=expert_mesh, reshard_after_forward=reshard,
+                        shard_placement_fn=partial(_expert_placement, experts.local, expert_mesh), **kwargs)
         if any(True for _ in module.parameters()):
             fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
     fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
+
+
+def _expert_placement(local: int, mesh: DeviceMesh, param: nn.Parameter) -> Shard:
+    """Dim 0 (experts) when the ``local`` experts split evenly over the mesh's shards, else dim 1."""
+    shards = mesh.size(-1)
+    return Shard(0) if local % shards == 0 or param.shape[1] % shards else Shard(1)

@@ -40,10 +40,22 @@ SHAPES: dict[int, dict[str, dict]] = {
 }
 
 
+TWO_EXPERTS = {**MODEL_CONFIGS["mixtral"], "num_local_experts": 2}
+"""Two experts, top-2: under dp 4 x ep 2 each rank keeps one expert and shares it with one other rank,
+so ZeRO 3 shards the experts along dim 1 (``planner.runtime.fsdp``)."""
+
+
 @pytest.fixture(scope="module")
 def mixtral(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("mixtral") / "mixtral.json"
     path.write_text(json.dumps(MODEL_CONFIGS["mixtral"]))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def two_experts(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("two_experts") / "mixtral2.json"
+    path.write_text(json.dumps(TWO_EXPERTS))
     return str(path)
 
 
@@ -72,8 +84,10 @@ def test_two_process_expert_parallel_equals_one_process(mixtral: str, ref: Refer
     _check(tmp_path, _run(2, mixtral, tmp_path), ref)
 
 
-def test_four_process_expert_parallel_equals_one_process(mixtral: str, ref: Reference, tmp_path: Path) -> None:
-    _check(tmp_path, _run(4, mixtral, tmp_path), ref)
+def test_four_process_expert_parallel_equals_one_process(mixtral: str, two_experts: str, ref: Reference, tmp_path: Path) -> None:
+    dim1 = Job("two_experts-dp4_ep2_zero3", two_experts, make_plan(two_experts, {"dp": 4, "ep": 2, "zero": 3}).to_json())
+    _check(tmp_path, _run(4, mixtral, tmp_path, [dim1]), ref)
+    _check(tmp_path, [dim1], reference(two_experts))
 
 
 def test_swapped_experts_fail_the_check(ref: Reference, tmp_path: Path) -> None:
@@ -130,3 +144,20 @@ def test_searched_ep_plan_runs_under_meshplan_run(mixtral: str, tmp_path: Path) 
     assert done.returncode == 0, done.stderr[-2000:]
     losses = json.loads(record.read_text())["losses"]
     assert losses == pytest.approx(_one_process_losses(mixtral, 0, 8, 32, 3), rel=1e-5)
+
+
+def test_one_local_expert_over_two_shards_shards_along_dim_1() -> None:
+    """FSDP2 pads dim 0 unevenly: one local expert over two shards would sit wholly on one of them
+    (a Mixtral 8x7B ZeRO-3 check at dp 16 x ep 8 measured twice the predicted parameter bytes)."""
+    from torch.distributed.tensor import Shard
+
+    from planner.runtime.fsdp import _expert_placement
+
+    class TwoShards:
+        def size(self, dim: int) -> int:
+            return 2
+
+    mesh = TwoShards()
+    assert _expert_placement(1, mesh, torch.empty(1, 128, 32)) == Shard(1)  # type: ignore[arg-type]
+    assert _expert_placement(2, mesh, torch.empty(2, 128, 32)) == Shard(0)  # type: ignore[arg-type]
+    assert _expert_placement(1, mesh, torch.empty(1, 3, 32)) == Shard(0)  # type: ignore[arg-type]
