@@ -19,9 +19,9 @@ Under expert parallelism each rank's experts (:class:`~planner.runtime.expert_pa
 are an FSDP unit of their own over the expert-data-parallel mesh (the ``dp / ep`` ranks holding the
 same experts, :meth:`~planner.runtime.mesh.PlanMesh.expert_dp_mesh`), with the same ZeRO stage, as
 torchtitan's ``apply_fsdp`` shards MoE experts over ``dp_mod_ep``; the layer's other parameters
-stay in the layer's unit over ``dp``. Fewer local experts than shards (one expert per rank, ``ep = dp / 2``)
-would leave the others' shards empty along dim 0, so then the experts are sharded along dim 1, as
-torchtitan's ``_experts_shard_placement_fn`` does.
+stay in the layer's unit over ``dp``. When the local experts do not split evenly over the shards (one
+expert per rank under ``ep = dp / 2``) dim 0 would leave some shards empty and others whole, so the
+experts are sharded along dim 1 instead, as torchtitan's ``_experts_shard_placement_fn`` does.
 """
 
 from __future__ import annotations
@@ -30,10 +30,9 @@ from functools import partial
 from typing import Any
 
 from torch import nn
-from torch.distributed.tensor import Shard
-
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Shard
 
 from planner.runtime.stage import StageModule
 
