@@ -25,7 +25,7 @@ out literally (issue 3; the same space ``search.space`` documents):
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
   (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
   ``compile`` is ``request.compile`` (None: the engine's default).
-- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, ep 1, no sp for MoE models, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
+- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, no sp for MoE models, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
   multiple of max(1, micro-batches // pp)) and one recompute mode for every layer, none or full.
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
@@ -104,7 +104,7 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         dp = gpus // (tp * cp * pp)
         if req.global_batch % dp:
             continue
-        eps = [e for e in _divisors(dp * cp) if all(n % e == 0 for n in experts)] if experts and req.target != "native" else [1]
+        eps = [e for e in _divisors(dp * cp) if all(n % e == 0 for n in experts)] if experts else [1]
         zeros = ZERO_WITH_PP[req.target] if pp > 1 else ZERO[req.target]
         allowed = req.micro_batches or range(1, int(min(req.global_batch, _cap(c.micro_batch, MAX_MICRO_BATCH))) + 1)
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]

@@ -3,7 +3,8 @@
 On an initialised process group of ``dp x tp x pp x cp`` ranks, :func:`apply` builds the plan's
 DeviceMesh (:mod:`~planner.runtime.mesh`), maps the plan's layers to the module's units
 (:mod:`~planner.runtime.layers`), keeps this rank's pipeline chunks (:mod:`~planner.runtime.stage`),
-applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`), FSDP2
+applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`), expert
+parallelism (:mod:`~planner.runtime.expert_parallel`), FSDP2
 (:mod:`~planner.runtime.fsdp`), the plan's per-layer recomputation and its pipeline schedule
 (:mod:`~planner.runtime.pipeline`). Everything is PyTorch's own: DTensor, FSDP2, checkpointing and
 ``torch.distributed.pipelining``.
@@ -205,11 +206,16 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         for stage in stages:
             apply_tensor_parallel(stage, pmesh.mesh["tp"], sp=plan.mesh.sp, loss_parallel=loss_parallel,
                                   local_logits=pmesh.pp > 1)
+    if pmesh.ep > 1:
+        from planner.runtime.expert_parallel import shard_experts
+
+        shard_experts(stages, pmesh)
     if pmesh.dp > 1:
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:
-            apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied and not tied)
+            apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied and not tied,
+                       expert_mesh=pmesh.expert_dp_mesh())
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
                       loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
                       loss_fn=loss_fn or next_token_loss, tied=tied)

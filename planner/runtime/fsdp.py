@@ -14,23 +14,49 @@ Every layer of a stage with parameters is one FSDP unit, the stage module is the
 - ZeRO 0: replication only, FSDP2 HSDP with one shard per replica (gradients all-reduced, as DDP).
 
 Gradients are averaged over the data-parallel ranks (FSDP2's default reduction).
+
+Under expert parallelism each rank's experts (:class:`~planner.runtime.expert_parallel.ParallelExperts`)
+are an FSDP unit of their own over the expert-data-parallel mesh (the ``dp / ep`` ranks holding the
+same experts, :meth:`~planner.runtime.mesh.PlanMesh.expert_dp_mesh`), with the same ZeRO stage, as
+torchtitan's ``apply_fsdp`` shards MoE experts over ``dp_mod_ep``; the layer's other parameters
+stay in the layer's unit over ``dp``. When the local experts do not split evenly over the shards (one
+expert per rank under ``ep = dp / 2``) dim 0 would leave some shards empty and others whole, so the
+experts are sharded along dim 1 instead, as torchtitan's ``_experts_shard_placement_fn`` does.
 """
 
 from __future__ import annotations
 
+from functools import partial
+from typing import Any
+
+from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
+from torch.distributed.tensor import Shard
 
 from planner.runtime.stage import StageModule
 
 
-def apply_fsdp(stage: StageModule, dp_mesh: DeviceMesh, *, zero: int, tied: bool) -> None:
-    """Shard ``stage`` over ``dp_mesh`` as ZeRO ``zero`` says (see the module docstring)."""
+def apply_fsdp(stage: StageModule, dp_mesh: DeviceMesh, *, zero: int, tied: bool,
+               expert_mesh: DeviceMesh | None = None, **kwargs: Any) -> None:
+    """Shard ``stage`` over ``dp_mesh`` as ZeRO ``zero`` says, its EP experts over ``expert_mesh``
+    (see the module docstring); ``kwargs`` go to every ``fully_shard`` (the memory check's precision)."""
+    from planner.runtime.expert_parallel import expert_modules
+
     reshard = zero == 3
     for unit in stage.units:
         module = stage.layer(unit)
         if tied and unit.kind in ("embedding", "head"):
             continue
+        for _, experts in expert_modules(module):
+            fully_shard(experts, mesh=expert_mesh, reshard_after_forward=reshard,
+                        shard_placement_fn=partial(_expert_placement, experts.local, expert_mesh), **kwargs)
         if any(True for _ in module.parameters()):
-            fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard)
-    fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard)
+            fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
+    fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
+
+
+def _expert_placement(local: int, mesh: DeviceMesh, param: nn.Parameter) -> Shard:
+    """Dim 0 (experts) when the ``local`` experts split evenly over the mesh's shards, else dim 1."""
+    shards = mesh.size(-1)
+    return Shard(0) if local % shards == 0 or param.shape[1] % shards else Shard(1)

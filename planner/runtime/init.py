@@ -6,7 +6,8 @@ starts from the same full weights, and :func:`materialize` copies each local sha
 ``to_empty`` on the stage modules (torchtitan's meta-device flow), then, per parameter and buffer,
 ``distribute_tensor(full, mesh, placements, src_data_rank=None)`` (each rank slices its own shard
 from its own copy, no communication). Building the full model needs host memory for it on every
-rank: this suits models that fit on one host.
+rank: this suits models that fit on one host. Under expert parallelism a rank's expert tensors are
+its experts' rows of the full ones (:func:`planner.runtime.expert_parallel.expert_slices`).
 """
 
 from __future__ import annotations
@@ -30,11 +31,16 @@ def synthetic_tokens(seed: int, step: int, batch: int, seq_len: int, vocab: int)
 @torch.no_grad()
 def materialize(runtime: Runtime, full: nn.Module) -> None:
     """Allocate ``runtime``'s stage modules on its device and fill them from the unsplit ``full``."""
+    from planner.runtime.expert_parallel import expert_slices
+
     state = dict(chain(full.named_parameters(remove_duplicate=False), full.named_buffers(remove_duplicate=False)))
     for stage in runtime.stages:
         stage.to_empty(device=runtime.device)
+        rows = expert_slices(stage, ROOT)
         for name, tensor in chain(stage.named_parameters(), stage.named_buffers()):
-            src = state[name.removeprefix(ROOT)].detach().to(runtime.device)
+            key = name.removeprefix(ROOT)
+            src = state[key][rows[key]] if key in rows else state[key]
+            src = src.detach().to(runtime.device)
             if isinstance(tensor, DTensor):
                 shard = distribute_tensor(src, tensor.device_mesh, tensor.placements, src_data_rank=None)
                 tensor.to_local().copy_(shard.to_local())

@@ -5,18 +5,27 @@ global rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x pp_rank)). The mesh
 ``init_device_mesh(device, (pp, dp_replicate, dp_shard, cp, tp))`` (slowest first), with the data
 dimension split in two as torchtitan does: ``dp_shard`` carries FSDP2 sharding (ZeRO 1-3) and
 ``dp_replicate`` plain replication (ZeRO 0, FSDP2's HSDP with one shard). One of the two is 1.
+
+With expert parallelism (``ep > 1``, which divides ``dp``; native plans have ``cp = 1``) the data-parallel
+index splits as ``dp_rank = ep_rank + ep x edp_rank`` (ep faster, Megatron-LM's order), and a second
+mesh over the same ranks, ``(rest, ep, edp_replicate, edp_shard)``, gives the EP group (``ep``: ranks
+with the same pp, cp, tp and expert-data-parallel coordinates) and the expert-data-parallel mesh of
+the ``dp / ep`` ranks holding the same experts (``edp_*``, split as the dense data dimension is),
+torchtitan's separate mesh for experts (``dp_mod_ep`` in ``torchtitan/distributed/parallel_dims.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 from planner.errors import InputError
 from planner.plans.schema import Plan
 
 DIMS = ("pp", "dp_replicate", "dp_shard", "cp", "tp")
+EXPERT_DIMS = ("rest", "ep", "edp_replicate", "edp_shard")
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,9 @@ class PlanMesh:
     dp: int
     cp: int
     tp: int
+    ep: int = 1
+    expert_mesh: DeviceMesh | None = None
+    """The :data:`EXPERT_DIMS` mesh when ``ep > 1``."""
 
     def coordinate(self, dim: str) -> int:
         """This rank's index along ``dim`` (one of :data:`DIMS`, or ``dp``)."""
@@ -39,6 +51,18 @@ class PlanMesh:
         """The 2-D (replicate, shard) data-parallel mesh FSDP2 takes."""
         return self.mesh["dp_replicate", "dp_shard"]
 
+    def ep_rank(self) -> int:
+        """This rank's index in its EP group (0 without expert parallelism)."""
+        return self.coordinate("dp") % self.ep
+
+    def ep_group(self) -> object:
+        """The EP group's process group (None without expert parallelism)."""
+        return None if self.expert_mesh is None else self.expert_mesh["ep"].get_group()
+
+    def expert_dp_mesh(self) -> DeviceMesh | None:
+        """The 2-D (replicate, shard) expert-data-parallel mesh FSDP2 shards experts over (None without EP)."""
+        return None if self.expert_mesh is None else self.expert_mesh["edp_replicate", "edp_shard"]
+
 
 def build_mesh(plan: Plan, device_type: str, world_size: int) -> PlanMesh:
     """``init_device_mesh`` with the plan's degrees; InputError when the world does not match."""
@@ -49,8 +73,20 @@ def build_mesh(plan: Plan, device_type: str, world_size: int) -> PlanMesh:
     if product != world_size:
         raise InputError(f"plan needs pp {m.pp} x dp {m.dp} x cp {m.cp} x tp {m.tp} = {product} processes, "
                          f"the world has {world_size}; launch with --nproc-per-node {product} (or plan for {world_size} GPUs)")
-    if m.ep != 1:
-        raise InputError(f"plan uses expert parallelism ep {m.ep}; the native runtime runs dense models only (plan with ep 1)")
+    if (m.dp * m.cp) % m.ep:
+        raise InputError(f"plan has ep {m.ep}, which does not divide dp {m.dp} x cp {m.cp}; regenerate the plan")
     replicate, shard = (m.dp, 1) if m.zero == 0 else (1, m.dp)
     mesh = init_device_mesh(device_type, (m.pp, replicate, shard, m.cp, m.tp), mesh_dim_names=DIMS)
-    return PlanMesh(mesh=mesh, pp=m.pp, dp=m.dp, cp=m.cp, tp=m.tp)
+    experts = _expert_mesh(device_type, m.pp, m.dp, m.cp, m.tp, m.ep, m.zero) if m.ep > 1 else None
+    return PlanMesh(mesh=mesh, pp=m.pp, dp=m.dp, cp=m.cp, tp=m.tp, ep=m.ep, expert_mesh=experts)
+
+
+def _expert_mesh(device_type: str, pp: int, dp: int, cp: int, tp: int, ep: int, zero: int) -> DeviceMesh:
+    """The :data:`EXPERT_DIMS` mesh: global ranks ``(pp, edp, ep, cp, tp)`` (slowest first, the rank order
+    of the module docstring) rearranged so that ep and edp are the last dimensions."""
+    if cp != 1:
+        raise InputError(f"plan has cp {cp} with ep {ep}; the native runtime runs expert parallelism with cp 1")
+    edp = dp // ep
+    ranks = torch.arange(pp * dp * cp * tp).reshape(pp, edp, ep, cp, tp).permute(0, 3, 4, 2, 1)
+    replicate, shard = (edp, 1) if zero == 0 else (1, edp)
+    return DeviceMesh(device_type, ranks.reshape(pp * cp * tp, ep, replicate, shard), mesh_dim_names=EXPERT_DIMS)

@@ -7,7 +7,9 @@ builds the model on ``meta``
 (:func:`planner.runtime.models.build_model`) and applies the plan with the runtime's own parts
 (:mod:`planner.runtime`): the plan's DeviceMesh (``mesh.build_mesh``), the layer map
 (``layers.map_layers``), this rank's chunks with their per-layer recomputation
-(``stage.build_stages``), DTensor tensor / sequence parallelism (``tensor_parallel``), then FSDP2
+(``stage.build_stages``), DTensor tensor / sequence parallelism (``tensor_parallel``), this rank's
+experts under expert parallelism (``expert_parallel``, tokens routed evenly over the EP group: fake
+tensors carry no router decisions, and the cost model counts balanced routing too), then FSDP2
 as ``planner.runtime.fsdp`` does (one unit per layer, the chunk as root, ZeRO 3 resharding after
 forward, ZeRO 0-2 keeping the gathered parameters to backward, ZeRO 0 as HSDP replication) but
 with the plan's precision: ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``
@@ -23,6 +25,7 @@ dtypes and storages but no memory, so a 70B model on 64 ranks builds in seconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -83,19 +86,15 @@ def uses_mixed_precision(plan: Plan) -> bool:
     return plan.config.param_bytes == 2
 
 
-def _shard(stage: nn.Module, dp_mesh: object, zero: int, tied: bool, mixed: bool) -> None:
-    """FSDP2 over ``dp_mesh`` as ``planner.runtime.fsdp.apply_fsdp`` does, with ``mixed`` precision."""
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+def _shard(stage: nn.Module, pmesh: Any, zero: int, tied: bool, mixed: bool) -> None:
+    """FSDP2 as ``planner.runtime.fsdp.apply_fsdp`` does (experts over the expert-data-parallel mesh),
+    with ``mixed`` precision."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    from planner.runtime.fsdp import apply_fsdp
 
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if mixed else MixedPrecisionPolicy()
-    reshard = zero == 3
-    for unit in stage.units:  # type: ignore[attr-defined]
-        module = stage.layer(unit)  # type: ignore[operator]
-        if tied and unit.kind in ("embedding", "head"):
-            continue
-        if any(True for _ in module.parameters()):
-            fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=policy)
-    fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=policy)
+    apply_fsdp(stage, pmesh.dp_mesh(), zero=zero, tied=tied, expert_mesh=pmesh.expert_dp_mesh(), mp_policy=policy)  # type: ignore[arg-type]
 
 
 def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTensorMode) -> RankBuild:
@@ -120,10 +119,14 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
 
         for stage in stages:
             apply_tensor_parallel(stage, tp_mesh, sp=m.sp, loss_parallel=loss_parallel, local_logits=m.pp > 1)
+    if m.ep > 1:
+        from planner.runtime.expert_parallel import shard_experts
+
+        shard_experts(stages, pmesh)
     mixed = uses_mixed_precision(plan)
     if m.dp > 1 or mixed:
         for stage in stages:
-            _shard(stage, pmesh.dp_mesh(), m.zero, lmap.tied, mixed)
+            _shard(stage, pmesh, m.zero, lmap.tied, mixed)
     with fake_mode:
         for stage in stages:
             stage.to_empty(device=FAKE_DEVICE)

@@ -44,10 +44,10 @@ def test_context_parallel_is_a_native_rule(models: dict[str, str]) -> None:
     assert planner.plan(**BASE, model=models["llama"], gpus=4).mesh.cp == 1
 
 
-def test_expert_parallel_is_a_native_rule(models: dict[str, str]) -> None:
-    _refused("native-ep", model=models["mixtral"], gpus=2, tp=1, pp=1, ep=2)
-    _search_refuses("native-ep", model=models["mixtral"], gpus=2, ep=2)
-    assert planner.plan(**BASE, model=models["mixtral"], gpus=4).mesh.ep == 1
+def test_expert_parallelism_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the runtime shards experts over an EP group (planner.runtime.expert_parallel)."""
+    assert planner.config_plan(**BASE, model=models["mixtral"], gpus=2, tp=1, pp=1, ep=2).mesh.ep == 2
+    assert planner.plan(**BASE, model=models["mixtral"], gpus=4, ep=2).mesh.ep == 2
 
 
 def test_tied_weights_split_is_no_rule(models: dict[str, str]) -> None:

@@ -109,8 +109,10 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
     from torch.distributed.tensor import DTensor
 
     from planner.runtime.apply import apply
+    from planner.runtime.expert_parallel import gather_experts
     from planner.runtime.init import materialize, synthetic_tokens
     from planner.runtime.models import build_model
+    from planner.runtime.stage import ROOT
     from planner.plans.schema import Plan
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -125,6 +127,8 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
             losses = [runtime.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB))
                       for s in range(STEPS)]
             params = {n: (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for n, p in runtime.named_parameters()}
+            for stage in runtime.stages:  # expert parallelism: every rank of the EP group holds some experts
+                params = gather_experts(stage, params, ROOT)
             writer = all(runtime.mesh.coordinate(d) == 0 for d in ("dp", "cp", "tp"))
             if writer:
                 torch.save({"losses": losses, "params": params}, Path(out) / f"{job.name}.rank{rank}.pt")
