@@ -34,7 +34,8 @@ class RankRole:
     stages: int
     """Pipeline depth of the replica."""
     layers: tuple[int, ...]
-    recompute: str
+    recompute: tuple[str, ...]
+    """Recomputation of each of its layers."""
     micro_batches: int
     """The replica's micro-batches per step (its data-parallel share)."""
     gpu: int
@@ -54,7 +55,8 @@ def rank_roles(plan: Plan) -> list[RankRole]:
         for r in plan.hetero.replicas:
             for k, s in enumerate(r.stages):
                 roles.append(RankRole(rank=len(roles), replica=r.index, stage=k, stages=len(r.stages), layers=tuple(s.layers),
-                                      recompute=r.recompute, micro_batches=r.micro_batches, gpu=s.devices[0], group=s.group))
+                                      recompute=(r.recompute,) * len(s.layers), micro_batches=r.micro_batches, gpu=s.devices[0],
+                                      group=s.group))
         return roles
     if plan.schedule.virtual_stages != 1:
         raise InputError(f"injected slowdowns run pipelines without interleaving; this plan has {plan.schedule.virtual_stages} "
@@ -64,7 +66,7 @@ def rank_roles(plan: Plan) -> list[RankRole]:
         for d in range(m.dp):
             rank = d + m.dp * p
             by_rank[rank] = RankRole(rank=rank, replica=d, stage=p, stages=m.pp, layers=tuple(stage.layers),
-                                     recompute=stage.layer_recompute[0] if stage.layer_recompute else "none",
+                                     recompute=tuple(stage.layer_recompute) or ("none",) * len(stage.layers),
                                      micro_batches=plan.schedule.num_microbatches, gpu=rank, group=0)
     return [by_rank[r] for r in sorted(by_rank)]
 

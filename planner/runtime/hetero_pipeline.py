@@ -219,7 +219,7 @@ def build_pipe_runtime(plan: Plan, module: nn.Module, *, speed: float = 1.0,
     module, tied = _untied(module, lmap)
     owner = {n: layer for n, layer in _param_layers(module, lmap).items() if not tied or n not in tied[1]}
     role = roles[rank]
-    stage = build_stages(module, lmap, [(list(role.layers), [role.recompute] * len(role.layers))])[0]
+    stage = build_stages(module, lmap, [(list(role.layers), list(role.recompute))])[0]
     local = {n.removeprefix(ROOT) for n, _ in stage.named_parameters()}
     groups = []
     for ranks, layers in sync_sets(roles, len(lmap.units), tied[0] if tied else None):
