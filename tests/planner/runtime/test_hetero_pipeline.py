@@ -5,6 +5,8 @@ losses and weights, replicas equal to each other, and an injected slowdown per r
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +15,13 @@ import torch
 import hetero_pipeline_worker as w
 import planner
 from equality import RTOL, reference
-from plan_helpers import LLAMA_CONFIG
+from plan_helpers import LLAMA_CONFIG, make_plan
 from planner.errors import InputError
 from planner.plans.schema import Plan
 from planner.runtime.hetero_layout import rank_roles, sync_sets
+from planner.runtime.record import RunRecord
+
+CLI = str(Path(__file__).resolve().parents[3] / "cli.py")
 
 DATA = Path(__file__).parent / "data"
 SHAPE = {"hidden_size": 64, "intermediate_size": 128}
@@ -55,10 +60,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = folder / "config.json"
     config.write_text(json.dumps({**LLAMA_CONFIG, **SHAPE}))
     plan = hetero_plan(str(config))
-    jobs = [("split", str(config), plan.to_json(), SLOW), ("mixed", str(config), mixed_plan(plan).to_json(), {})]
+    uniform = make_plan(str(config), {"pp": 2, "dp": 2}, cluster=str(DATA / "laptop-cpu-4.json"))
+    jobs = [("split", str(config), plan.to_json(), SLOW), ("mixed", str(config), mixed_plan(plan).to_json(), {}),
+            ("uniform", str(config), uniform.to_json(), {1: 0.5})]
     w.run_world(4, jobs, folder)
-    return {"config": str(config), "plan": plan, "split": w.results(folder, "split", 4), "mixed": w.results(folder, "mixed", 4),
-            "reference": reference(str(config))}
+    return {"folder": folder, "config": str(config), "plan": plan, "reference": reference(str(config)),
+            **{name: w.results(folder, name, 4) for name, *_ in jobs}}
 
 
 def test_the_search_gives_two_pipelines_with_different_splits_and_uneven_shares(world: dict) -> None:
@@ -68,7 +75,7 @@ def test_the_search_gives_two_pipelines_with_different_splits_and_uneven_shares(
     assert len({r.micro_batches for r in replicas}) == 2
 
 
-@pytest.mark.parametrize("job", ["split", "mixed"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform"])
 def test_every_replica_trains_exactly_like_one_process(world: dict, job: str) -> None:
     ranks, ref = world[job], world["reference"]
     assert ranks[0]["losses"] == pytest.approx(ref.losses, rel=RTOL)
@@ -80,7 +87,7 @@ def test_every_replica_trains_exactly_like_one_process(world: dict, job: str) ->
     assert all(r["losses"] == ranks[0]["losses"] for r in ranks)  # every rank returns the batch's mean loss
 
 
-@pytest.mark.parametrize("job", ["split", "mixed"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform"])
 def test_every_replicas_copy_of_a_layer_is_equal(world: dict, job: str) -> None:
     copies: dict[str, list[torch.Tensor]] = {}
     for r in world[job]:
@@ -113,3 +120,24 @@ def test_tensor_parallel_stages_are_refused_in_one_line(world: dict) -> None:
     plan = world["plan"]
     with pytest.raises(InputError, match="tp 1 and cp 1"):
         rank_roles(plan.model_copy(update={"mesh": plan.mesh.model_copy(update={"tp": 2})}))
+
+
+def test_a_uniform_pipeline_takes_megatrons_rank_order(world: dict) -> None:
+    """rank = d + dp x p at tp 1: ranks 0, 1 hold the first stage of replicas 0, 1."""
+    assert [(r["replica"], r["layers"][0] == 0) for r in world["uniform"]] == [(0, True), (1, True), (0, False), (1, False)]
+
+
+def test_meshplan_run_trains_the_plan_with_a_slow_rank_like_one_process(world: dict) -> None:
+    folder = world["folder"]
+    (folder / "plan.json").write_text(world["plan"].to_json())
+    done = subprocess.run([sys.executable, CLI, "run", "plan.json", "--model", world["config"], "--nproc-per-node", "4", "--steps", "3",
+                           "--warmup", "1", "--seed", "1234", "--device", "cpu", "--inject-slowdown", "3=0.5", "-o", "run.json"],
+                          cwd=folder, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    record = RunRecord.model_validate_json((folder / "run.json").read_text())
+    assert record.losses == pytest.approx(world["reference"].losses, rel=RTOL)
+    times = record.rank_times
+    assert times is not None and [t.layers for t in times] == [list(r.layers) for r in rank_roles(world["plan"])]
+    assert [t.gpu for t in times] == [s.devices[0] for r in world["plan"].hetero.replicas for s in r.stages]
+    assert times[3].wait_s == pytest.approx(times[3].compute_s) and not any(any(t.wait_s) for t in times[:3])
+    assert all(t.p2p_s is not None and len(t.p2p_s) == 3 for t in times)
