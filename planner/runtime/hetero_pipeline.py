@@ -36,8 +36,8 @@ from costmodel.hetero import gradient_weights
 from planner.errors import InputError
 from planner.plans.schema import Plan
 from planner.runtime.hetero_layout import RankRole, rank_roles, replica_counts, sync_sets
-from planner.runtime.shares import Loss, StepTiming, _logits
 from planner.runtime.stage import ROOT, StageModule
+from planner.runtime.step_timing import Loss, StepTiming, logits_of
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16, torch.float64)
 """Activation dtypes a stage may send (the header carries the index)."""
@@ -124,7 +124,7 @@ class PipeRuntime:
 
     def _forward(self, x: torch.Tensor, labels: torch.Tensor, last: bool, m: int) -> torch.Tensor:
         out = self.stage(x)
-        return self.loss_fn(_logits(out), labels) / m if last else out
+        return self.loss_fn(logits_of(out), labels) / m if last else out
 
     @torch.no_grad()
     def _sync(self, loss_part: float) -> float:

@@ -33,8 +33,7 @@ from torch import nn
 from costmodel.hetero import gradient_weights
 from planner.errors import InputError
 from planner.plans.schema import Plan
-
-Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+from planner.runtime.step_timing import Loss, StepTiming, logits_of
 
 
 def plan_counts(plan: Plan) -> list[int]:
@@ -72,17 +71,6 @@ def check_share_plan(plan: Plan, world: int) -> None:
 
 
 @dataclass
-class StepTiming:
-    """One step of one rank, seconds."""
-
-    compute_s: float
-    wait_s: float
-    """Injected (emulated slowdown) sleep."""
-    sync_s: float
-    """Gradient all-reduce, including waiting for the slowest rank."""
-
-
-@dataclass
 class ShareRuntime:
     """This rank's replica, its share and its emulated speed."""
 
@@ -114,7 +102,7 @@ class ShareRuntime:
         compute = wait = total = 0.0
         for chunk in mine.split(self.micro_batch):
             start = time.perf_counter()
-            loss = self.loss_fn(_logits(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
+            loss = self.loss_fn(logits_of(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
             forward = time.perf_counter() - start
             wait += self._slow(forward)
             start = time.perf_counter()
@@ -152,11 +140,6 @@ class ShareRuntime:
             p.grad = flat[offset:offset + n].view_as(p).clone()
             offset += n
         return float(flat[-1])
-
-
-def _logits(out: object) -> torch.Tensor:
-    """Logits of a forward: the tensor itself, or a Hugging Face output's ``.logits``."""
-    return out.logits if hasattr(out, "logits") else out  # type: ignore[return-value, attr-defined]
 
 
 def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
