@@ -26,6 +26,12 @@ CLI = str(Path(__file__).resolve().parents[3] / "cli.py")
 DATA = Path(__file__).parent / "data"
 SHAPE = {"hidden_size": 64, "intermediate_size": 128}
 """A tiny Llama wide enough that the cost model gives a fast GPU more layers than a slow one."""
+GPT2_CONFIG = {"architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", "n_embd": 64, "n_head": 4, "n_layer": 4,
+               "n_positions": 64, "vocab_size": 128, "bos_token_id": 0, "eos_token_id": 0, "tie_word_embeddings": True,
+               "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+"""A tiny GPT-2 whose head is tied to its token table (learned positions), without dropout."""
+TIED = {"lm_head.weight": "transformer.wte.weight"}
+"""The head's untied copy on a pipelined rank, and the table it must stay equal to."""
 SLOW = {3: 0.5}
 PARAM_ATOL = 1e-4
 """Weights against the one-process run's: a tenth of one AdamW step (lr 1e-3). The weighted mean of
@@ -60,12 +66,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     config = folder / "config.json"
     config.write_text(json.dumps({**LLAMA_CONFIG, **SHAPE}))
     plan = hetero_plan(str(config))
+    gpt2 = folder / "gpt2.json"
+    gpt2.write_text(json.dumps(GPT2_CONFIG))
     uniform = make_plan(str(config), {"pp": 2, "dp": 2}, cluster=str(DATA / "laptop-cpu-4.json"))
     jobs = [("split", str(config), plan.to_json(), SLOW), ("mixed", str(config), mixed_plan(plan).to_json(), {}),
-            ("uniform", str(config), uniform.to_json(), {1: 0.5})]
+            ("uniform", str(config), uniform.to_json(), {1: 0.5}), ("tied", str(gpt2), hetero_plan(str(gpt2)).to_json(), {})]
     w.run_world(4, jobs, folder)
     return {"folder": folder, "config": str(config), "plan": plan, "reference": reference(str(config)),
-            **{name: w.results(folder, name, 4) for name, *_ in jobs}}
+            "reference_tied": reference(str(gpt2)), **{name: w.results(folder, name, 4) for name, *_ in jobs}}
 
 
 def test_the_search_gives_two_pipelines_with_different_splits_and_uneven_shares(world: dict) -> None:
@@ -75,19 +83,22 @@ def test_the_search_gives_two_pipelines_with_different_splits_and_uneven_shares(
     assert len({r.micro_batches for r in replicas}) == 2
 
 
-@pytest.mark.parametrize("job", ["split", "mixed", "uniform"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied"])
 def test_every_replica_trains_exactly_like_one_process(world: dict, job: str) -> None:
-    ranks, ref = world[job], world["reference"]
+    ranks, ref = world[job], world["reference_tied" if job == "tied" else "reference"]
     assert ranks[0]["losses"] == pytest.approx(ref.losses, rel=RTOL)
     for replica in sorted({r["replica"] for r in ranks}):
         params = {n: p for r in ranks if r["replica"] == replica for n, p in r["params"].items()}
+        for copy, table in TIED.items():
+            if job == "tied":
+                assert torch.equal(params.pop(copy), params[table])  # both copies of the tied weight stay equal
         assert sorted(params) == sorted(ref.params)
         for name, want in ref.params.items():
             torch.testing.assert_close(params[name], want, rtol=RTOL, atol=PARAM_ATOL, msg=lambda m, n=name: f"{n}: {m}")
     assert all(r["losses"] == ranks[0]["losses"] for r in ranks)  # every rank returns the batch's mean loss
 
 
-@pytest.mark.parametrize("job", ["split", "mixed", "uniform"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied"])
 def test_every_replicas_copy_of_a_layer_is_equal(world: dict, job: str) -> None:
     copies: dict[str, list[torch.Tensor]] = {}
     for r in world[job]:
