@@ -10,6 +10,8 @@ point calls between the replica's neighbouring ranks. The loop is written out ra
 ``torch.distributed.pipelining`` so that every forward and every backward is timed on its own (a
 rank's compute, injected wait and communication are kept apart, and a slowed rank sleeps after each
 of them) and so that replicas of different depths and micro-batch counts need no shared schedule.
+The price is GPipe's memory: a stage holds every micro-batch's activations until its backward (the
+plan priced 1F1B's at most ``pp`` in flight), and its bubble is GPipe's.
 
 Gradients (``costmodel.hetero.gradient_weights``): the last stage's loss is the micro-batch mean
 over ``m_r`` (``g_r = (1/m_r) Σ ∇ℓ_i``), each rank scales its gradients by ``w_r = D m_r / M`` and
