@@ -20,9 +20,10 @@ def worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str
     parameters (unsplit names), its role and its timings."""
     import torch.distributed as dist
 
+    import planner
     from planner.plans.schema import Plan
-    from planner.runtime.apply import default_optimizer, next_token_loss
-    from planner.runtime.hetero_pipeline import build_pipe_runtime
+    from planner.runtime.hetero_pipeline import PipeRuntime
+    from planner.runtime.shares import apply_shares
     from planner.runtime.init import synthetic_tokens
     from planner.runtime.models import build_model
     from planner.runtime.stage import ROOT
@@ -35,7 +36,9 @@ def worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str
             plan = Plan.model_validate_json(plan_json)
             torch.manual_seed(SEED)
             module = build_model(model, device="cpu")
-            rt = build_pipe_runtime(plan, module, speed=slow.get(rank, 1.0), make_optimizer=default_optimizer, loss_fn=next_token_loss)
+            apply = planner.apply if plan.hetero is not None else apply_shares  # a uniform plan: as meshplan run --inject-slowdown
+            rt = apply(plan, module, speed=slow.get(rank, 1.0))
+            assert isinstance(rt, PipeRuntime)
             losses = [rt.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB)) for s in range(STEPS)]
             params = {n.removeprefix(ROOT): p.detach().clone() for n, p in rt.stage.named_parameters()}
             torch.save({"losses": losses, "params": params, "replica": rt.role.replica, "layers": rt.role.layers,
