@@ -26,9 +26,11 @@ from the same start, so the replicas stay in step.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -69,6 +71,8 @@ class PipeRuntime:
     micro_batch: int
     loss_fn: Loss
     groups: list[SyncGroup]
+    tp_mesh: Any = None
+    """The stage's tensor-parallel DeviceMesh (None at tp 1)."""
     speed: float = 1.0
     timings: list[StepTiming] = field(default_factory=list)
     p2p: list[float] = field(default_factory=list)
@@ -81,7 +85,8 @@ class PipeRuntime:
 
     def peer(self, offset: int) -> int:
         """Rank of the stage ``offset`` away in this rank's replica."""
-        return next(r.rank for r in self.roles if r.replica == self.role.replica and r.stage == self.role.stage + offset)
+        me = self.role
+        return next(r.rank for r in self.roles if r.replica == me.replica and r.stage == me.stage + offset and r.tp_rank == me.tp_rank)
 
     def rows(self, tokens: torch.Tensor) -> torch.Tensor:
         """This replica's rows of the global batch (batch, seq + 1)."""
@@ -95,14 +100,24 @@ class PipeRuntime:
         """One training step on the global batch; the mean loss over the whole batch (every rank)."""
         self.optimizer.zero_grad(set_to_none=False)
         clock = _Clock(self.speed)
-        total = self._forward_backward(self.rows(tokens), clock)
+        with self._context():
+            total = self._forward_backward(self.rows(tokens), clock)
         start = time.perf_counter()
-        loss = self._sync(total * self.role.micro_batches / sum(self.counts))
+        counted = total if self.role.tp_rank == 0 else 0.0  # the loss is replicated over a stage's tp ranks
+        loss = self._sync(counted * self.role.micro_batches / sum(self.counts))
         sync = time.perf_counter() - start
         self.optimizer.step()
         self.timings.append(StepTiming(compute_s=clock.compute, wait_s=clock.wait, sync_s=sync))
         self.p2p.append(clock.p2p)
         return loss
+
+    def _context(self) -> Any:
+        """torch's vocab-parallel cross-entropy under tensor parallelism (forward and backward)."""
+        if self.tp_mesh is None:
+            return contextlib.nullcontext()
+        from torch.distributed.tensor.parallel import loss_parallel
+
+        return loss_parallel()
 
     def _forward_backward(self, mine: torch.Tensor, clock: _Clock) -> float:
         """GPipe order over this replica's micro-batches; the sum of the micro-batch losses / m_r (last stage)."""
@@ -126,7 +141,13 @@ class PipeRuntime:
 
     def _forward(self, x: torch.Tensor, labels: torch.Tensor, last: bool, m: int) -> torch.Tensor:
         out = self.stage(x)
-        return self.loss_fn(logits_of(out), labels) / m if last else out
+        if not last:
+            return out
+        if self.tp_mesh is None:
+            return self.loss_fn(logits_of(out), labels) / m
+        from planner.runtime.apply import _vocab_sharded_loss
+
+        return _vocab_sharded_loss(self.loss_fn, self.tp_mesh, logits_of(out), labels) / m
 
     @torch.no_grad()
     def _sync(self, loss_part: float) -> float:
@@ -136,14 +157,14 @@ class PipeRuntime:
         for g in self.groups:
             if len(g.ranks) < 2:
                 continue
-            parts = [sum(_grad(params[ROOT + n]) for n in slot) for slot in g.slots]
+            parts = [sum(_local_grad(params[ROOT + n]) for n in slot) for slot in g.slots]
             flat = torch.cat([p.reshape(-1) for p in parts]) * weight
             dist.all_reduce(flat, group=g.group)
             flat /= replicas
             offset = 0
             for slot, part in zip(g.slots, parts):
                 for n in slot:
-                    params[ROOT + n].grad = flat[offset:offset + part.numel()].view_as(part).clone()
+                    _set_grad(params[ROOT + n], flat[offset:offset + part.numel()].view_as(part).clone())
                 offset += part.numel()
         value = torch.tensor([loss_part], dtype=torch.float64)
         dist.all_reduce(value)
@@ -175,8 +196,23 @@ class _Clock:
         return out  # type: ignore[return-value]
 
 
-def _grad(p: nn.Parameter) -> torch.Tensor:
-    return p.grad if p.grad is not None else torch.zeros_like(p)
+def _local_grad(p: nn.Parameter) -> torch.Tensor:
+    """This rank's shard of ``p``'s gradient, in ``p``'s own placements (zeros when it has none)."""
+    from torch.distributed.tensor import DTensor
+
+    if not isinstance(p, DTensor):
+        return p.grad if p.grad is not None else torch.zeros_like(p)
+    if p.grad is None:
+        return torch.zeros_like(p.to_local())
+    grad = p.grad if p.grad.placements == p.placements else p.grad.redistribute(p.device_mesh, p.placements)
+    return grad.to_local()
+
+
+def _set_grad(p: nn.Parameter, local: torch.Tensor) -> None:
+    """Give ``p`` the gradient whose local shard is ``local``."""
+    from torch.distributed.tensor import DTensor
+
+    p.grad = DTensor.from_local(local, p.device_mesh, p.placements, run_check=False) if isinstance(p, DTensor) else local
 
 
 def _send(t: torch.Tensor, peer: int) -> None:
@@ -222,6 +258,7 @@ def build_pipe_runtime(plan: Plan, module: nn.Module, *, speed: float = 1.0,
     owner = {n: layer for n, layer in _param_layers(module, lmap).items() if not tied or n not in tied[1]}
     role = roles[rank]
     stage = build_stages(module, lmap, [(list(role.layers), list(role.recompute))])[0]
+    tp_mesh = _tensor_parallel(stage, plan, world)
     local = {n.removeprefix(ROOT) for n, _ in stage.named_parameters()}
     groups = []
     for ranks, layers in sync_sets(roles, len(lmap.units), tied[0] if tied else None):
@@ -232,7 +269,24 @@ def build_pipe_runtime(plan: Plan, module: nn.Module, *, speed: float = 1.0,
                 slots.append(tuple(n for n in tied[1] if n in local))
             groups.append(SyncGroup(ranks=ranks, group=group, slots=slots))
     return PipeRuntime(stage=stage, role=role, roles=roles, optimizer=make_optimizer(list(stage.parameters())),
-                       micro_batch=plan.schedule.micro_batch, loss_fn=loss_fn, groups=groups, speed=speed)
+                       micro_batch=plan.schedule.micro_batch, loss_fn=loss_fn, groups=groups, tp_mesh=tp_mesh, speed=speed)
+
+
+def _tensor_parallel(stage: StageModule, plan: Plan, world: int) -> Any:
+    """Split ``stage`` over its ``tp`` consecutive ranks as the homogeneous runtime does
+    (:func:`planner.runtime.tensor_parallel.apply_tensor_parallel`, the head's logits left as this
+    rank's vocabulary shard); the tp DeviceMesh, or None at tp 1. Every rank builds the whole
+    (stages x tp) mesh, as DeviceMesh requires."""
+    tp = plan.mesh.tp
+    if tp == 1:
+        return None
+    from torch.distributed.device_mesh import init_device_mesh
+
+    from planner.runtime.tensor_parallel import apply_tensor_parallel
+
+    tp_mesh = init_device_mesh("cpu", (world // tp, tp), mesh_dim_names=("stage", "tp"))["tp"]
+    apply_tensor_parallel(stage, tp_mesh, sp=plan.mesh.sp, loss_parallel=True, local_logits=True)
+    return tp_mesh
 
 
 @torch.no_grad()

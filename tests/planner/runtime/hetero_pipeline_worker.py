@@ -19,6 +19,7 @@ def worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str
     """Train every ``(name, model, plan JSON, slowdowns)`` job; each rank saves its losses, its
     parameters (unsplit names), its role and its timings."""
     import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
 
     import planner
     from planner.plans.schema import Plan
@@ -40,8 +41,9 @@ def worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str
             rt = apply(plan, module, speed=slow.get(rank, 1.0))
             assert isinstance(rt, PipeRuntime)
             losses = [rt.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB)) for s in range(STEPS)]
-            params = {n.removeprefix(ROOT): p.detach().clone() for n, p in rt.stage.named_parameters()}
-            torch.save({"losses": losses, "params": params, "replica": rt.role.replica, "layers": rt.role.layers,
+            params = {n.removeprefix(ROOT): (p.full_tensor() if isinstance(p, DTensor) else p).detach().clone()
+                      for n, p in rt.stage.named_parameters()}
+            torch.save({"losses": losses, "params": params, "replica": rt.role.replica, "layers": rt.role.layers, "tp_rank": rt.role.tp_rank,
                         "timings": [(t.compute_s, t.wait_s, t.sync_s) for t in rt.timings], "p2p": rt.p2p},
                        Path(out) / f"{name}.rank{rank}.pt")
             dist.barrier()

@@ -39,11 +39,11 @@ gradients (weights D m_r / M) rounds differently from one backward over the whol
 divides a near-zero gradient element's roundoff by its own root (one element of 8192 moved 1.4e-5)."""
 
 
-def hetero_plan(config: str) -> Plan:
+def hetero_plan(config: str, tp: int = 1, pp: int = 2) -> Plan:
     """``meshplan plan --model config --cluster laptop-cpu-4.json --slow 3=0.5 --gpus 4 --global-batch 8
-    --seq-len 16 --pp 2 --micro-batch 1``: two pp-2 replicas."""
+    --seq-len 16 --tp TP --pp PP --micro-batch 1``: two pp-2 replicas at tp 1."""
     return planner.plan(model=config, cluster=str(DATA / "laptop-cpu-4.json"), slow="3=0.5", gpus=4, global_batch=8,
-                        seq_len=16, pp=2, micro_batch=1, top_k=0)
+                        seq_len=16, tp=tp, pp=pp, micro_batch=1, top_k=0)
 
 
 def mixed_plan(plan: Plan) -> Plan:
@@ -70,9 +70,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     gpt2.write_text(json.dumps(GPT2_CONFIG))
     uniform = make_plan(str(config), {"pp": 2, "dp": 2}, cluster=str(DATA / "laptop-cpu-4.json"))
     jobs = [("split", str(config), plan.to_json(), SLOW), ("mixed", str(config), mixed_plan(plan).to_json(), {}),
-            ("uniform", str(config), uniform.to_json(), {1: 0.5}), ("tied", str(gpt2), hetero_plan(str(gpt2)).to_json(), {})]
+            ("uniform", str(config), uniform.to_json(), {1: 0.5}), ("tied", str(gpt2), hetero_plan(str(gpt2)).to_json(), {}),
+            ("tp_pipe", str(config), hetero_plan(str(config), tp=2).to_json(), {}),
+            ("tp_shares", str(config), hetero_plan(str(config), tp=2, pp=1).to_json(), {})]
     w.run_world(4, jobs, folder)
     return {"folder": folder, "config": str(config), "plan": plan, "reference": reference(str(config)),
+            "tp_pipe_plan": jobs[4][2], "tp_shares_plan": jobs[5][2],
             "reference_tied": reference(str(gpt2)), **{name: w.results(folder, name, 4) for name, *_ in jobs}}
 
 
@@ -83,7 +86,7 @@ def test_the_search_gives_two_pipelines_with_different_splits_and_uneven_shares(
     assert len({r.micro_batches for r in replicas}) == 2
 
 
-@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied", "tp_pipe", "tp_shares"])
 def test_every_replica_trains_exactly_like_one_process(world: dict, job: str) -> None:
     ranks, ref = world[job], world["reference_tied" if job == "tied" else "reference"]
     assert ranks[0]["losses"] == pytest.approx(ref.losses, rel=RTOL)
@@ -98,10 +101,12 @@ def test_every_replica_trains_exactly_like_one_process(world: dict, job: str) ->
     assert all(r["losses"] == ranks[0]["losses"] for r in ranks)  # every rank returns the batch's mean loss
 
 
-@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied"])
+@pytest.mark.parametrize("job", ["split", "mixed", "uniform", "tied", "tp_shares"])
 def test_every_replicas_copy_of_a_layer_is_equal(world: dict, job: str) -> None:
     copies: dict[str, list[torch.Tensor]] = {}
     for r in world[job]:
+        if r["tp_rank"]:
+            continue  # the stage's tp ranks saved the same full tensors
         for n, p in r["params"].items():
             copies.setdefault(n, []).append(p)
     replicas = len({r["replica"] for r in world[job]})
@@ -127,10 +132,21 @@ def test_layers_are_reduced_over_the_ranks_that_hold_them(world: dict) -> None:
         assert len(ranks) == 2 and all(all(layer in roles[r].layers for layer in layers) for r in ranks)
 
 
-def test_tensor_parallel_stages_are_refused_in_one_line(world: dict) -> None:
+def test_tensor_parallel_stages_take_consecutive_ranks(world: dict) -> None:
+    """Searched tp-2 plans: one replica of two tp-2 stages, and two tp-2 whole-model replicas of uneven shares."""
+    pipe, shares = (Plan.model_validate_json(w_plan) for w_plan in (world["tp_pipe_plan"], world["tp_shares_plan"]))
+    assert [len(r.stages) for r in pipe.hetero.replicas] == [2] and pipe.mesh.tp == 2
+    assert [len(r.stages) for r in shares.hetero.replicas] == [1, 1] and len({r.micro_batches for r in shares.hetero.replicas}) == 2
+    roles = rank_roles(pipe)
+    assert [(r.stage, r.tp_rank, r.gpu) for r in roles] == [(s, t, d) for s, stage in enumerate(pipe.hetero.replicas[0].stages)
+                                                         for t, d in enumerate(stage.devices)]
+    assert [r["tp_rank"] for r in world["tp_pipe"]] == [0, 1, 0, 1]
+
+
+def test_context_parallel_stages_are_refused_in_one_line(world: dict) -> None:
     plan = world["plan"]
-    with pytest.raises(InputError, match="tp 1 and cp 1"):
-        rank_roles(plan.model_copy(update={"mesh": plan.mesh.model_copy(update={"tp": 2})}))
+    with pytest.raises(InputError, match="cp 1"):
+        rank_roles(plan.model_copy(update={"mesh": plan.mesh.model_copy(update={"cp": 2})}))
 
 
 def test_a_uniform_pipeline_takes_megatrons_rank_order(world: dict) -> None:
