@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check the plan, then start torchrun --standalone with K processes")
     parser.add_argument("--inject-slowdown", metavar="RANK=SPEED",
                         help="emulate slow ranks (3=0.5[,R=S...]): after each micro-batch's forward and backward a rank at speed S "
-                             "waits (1/S - 1) x that compute (data-parallel plans of whole-model or pipelined replicas, tp 1)")
+                             "waits (1/S - 1) x that compute (data-parallel plans: whole-model, pipelined or tensor-parallel replicas, cp 1)")
     parser.add_argument("-o", "--output", metavar="RUN_JSON", help="write the run record (rank 0)")
     parser.add_argument("--json", action="store_true", help="print the run record as one JSON object")
     add_retrace(parser)

@@ -22,6 +22,14 @@ embedding and head weights are untied (:func:`planner.runtime.tied.untie`) and t
 weighted gradients are summed over every rank holding either copy, so both copies stay equal.
 AdamW then updates each rank's parameters; every replica's copy of a layer takes the same gradient
 from the same start, so the replicas stay in step.
+
+Tensor parallelism inside a stage: the stage's ``tp`` consecutive ranks split it as the homogeneous
+runtime does (:func:`planner.runtime.tensor_parallel.apply_tensor_parallel`: DTensor TP, sequence
+parallelism as planned, the head's logits left vocabulary-sharded for torch's ``loss_parallel``
+cross-entropy). Each tp rank sends to and receives from the same tp rank of the neighbouring stages
+(activations are replicated, or sequence shards under SP, alike on both sides), and gradient groups
+are per tp shard: the local shards of a layer's parameters at tp rank ``t`` are averaged over the
+replicas' tp-rank-``t`` holders.
 """
 
 from __future__ import annotations

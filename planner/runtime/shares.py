@@ -15,8 +15,8 @@ seconds spent in the gradient all-reduce (which include waiting for slower ranks
 
 Replicas here are whole models on one rank each (``tp = pp = cp = 1``). Replicas that pipeline (a
 heterogeneous plan's per-replica stage splits, or a uniform plan with ``pp`` > 1 run with an injected
-slowdown) run on :mod:`planner.runtime.hetero_pipeline`, with the same weights, timings and
-slowdowns; tensor or context parallelism inside a replica is refused with one line.
+slowdown) or use tensor parallelism run on :mod:`planner.runtime.hetero_pipeline`, with the same weights, timings and
+slowdowns, and so do replicas split by tensor parallelism; context parallelism is refused with one line.
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def share_ranks(plan: Plan) -> int:
 
 
 def check_share_plan(plan: Plan, world: int) -> None:
-    """One-line :class:`InputError` unless every replica is one whole model on one rank, or a pipeline of
-    whole layers (tp 1, cp 1) per rank; and the world has a rank for each."""
+    """One-line :class:`InputError` unless every replica is one whole model on one rank, or split into
+    pipeline stages and tensor-parallel shards (cp 1); and the world has a rank for each."""
     from planner.runtime.hetero_layout import is_pipelined
 
     if is_pipelined(plan):
