@@ -29,7 +29,8 @@ parallelism as planned, the head's logits left vocabulary-sharded for torch's ``
 cross-entropy). Each tp rank sends to and receives from the same tp rank of the neighbouring stages
 (activations are replicated, or sequence shards under SP, alike on both sides), and gradient groups
 are per tp shard: the local shards of a layer's parameters at tp rank ``t`` are averaged over the
-replicas' tp-rank-``t`` holders.
+replicas' tp-rank-``t`` holders. A rank's compute seconds then include its stage's tensor-parallel
+collectives (and the wait in them for a slower tp partner).
 """
 
 from __future__ import annotations
