@@ -60,7 +60,7 @@ _HEADER = 8
 
 @dataclass
 class SyncGroup:
-    """One gradient group: the ranks holding the same layers, and this rank's slots in it."""
+    """One gradient group: the ranks holding the same shard of the same layers, and this rank's slots in it."""
 
     ranks: tuple[int, ...]
     group: dist.ProcessGroup | None
@@ -260,7 +260,7 @@ def build_pipe_runtime(plan: Plan, module: nn.Module, *, speed: float = 1.0,
     roles = rank_roles(plan)
     world, rank = dist.get_world_size(), dist.get_rank()
     if len(roles) != world:
-        raise InputError(f"the plan's replicas have {len(roles)} stages in all, the world {world} ranks; "
+        raise InputError(f"the plan's replicas take {len(roles)} ranks (stages x tp), the world has {world}; "
                          f"launch with --nproc-per-node {len(roles)}")
     lmap = map_layers(module, plan)
     module, tied = _untied(module, lmap)

@@ -58,7 +58,7 @@ def check_share_plan(plan: Plan, world: int) -> None:
 
     if is_pipelined(plan):
         if share_ranks(plan) != world:
-            raise InputError(f"the plan's replicas have {share_ranks(plan)} stages in all, the world {world} ranks; "
+            raise InputError(f"the plan's replicas take {share_ranks(plan)} ranks (stages x tp), the world has {world}; "
                              f"launch with --nproc-per-node {share_ranks(plan)}")
         return
     m = plan.mesh
