@@ -49,10 +49,10 @@ class RankRole:
 
 
 def rank_roles(plan: Plan) -> list[RankRole]:
-    """Every rank's role; one-line :class:`InputError` for what this runtime cannot run (cp > 1, interleaving)."""
+    """Every rank's role; one-line :class:`InputError` for what this runtime cannot run (cp or ep > 1, interleaving)."""
     m = plan.mesh
-    if m.cp != 1:
-        raise InputError(f"heterogeneous pipelines run with cp 1 inside each stage; this plan has cp {m.cp}")
+    if m.cp != 1 or m.ep != 1:
+        raise InputError(f"heterogeneous pipelines and injected slowdowns run with cp 1 and ep 1; this plan has cp {m.cp}, ep {m.ep}")
     if plan.hetero is not None:
         roles: list[RankRole] = []
         for r in plan.hetero.replicas:
