@@ -1,6 +1,6 @@
 """Stragglers on CPU (issue 22): a straggler-aware plan against the uniform plan, measured on 4 gloo ranks.
 
-Usage: python bench/hetero_cpu.py [--steps N] [--warmup W]
+Usage: python bench/hetero_cpu.py [--steps N] [--warmup W] [--pp P]
 
 A small Llama (4 blocks, hidden 256, vocab 128), global batch 32 of sequence 128, micro-batch 1, on
 a 4-"GPU" CPU cluster (``tests/planner/runtime/data/laptop-cpu-4.json``):
@@ -12,11 +12,20 @@ a 4-"GPU" CPU cluster (``tests/planner/runtime/data/laptop-cpu-4.json``):
 3. both runs' losses against the one-process run (same seed and data; target 1e-3 relative);
 4. ``meshplan replan`` from the uniform run's record: the speed recovered for GPU 3 (target 0.5 +- 0.1).
 
+``--pp 2`` runs the same straggler case with pipelined replicas: ``--dp 2 --pp 2 --vpp 1`` (uniform) against
+``--slow 3=0.5 --pp 2`` (per-replica stage splits and uneven shares, ``planner.runtime.hetero_pipeline``);
+replan is skipped there (it refuses records of pipeline stages).
+
 Measured (2026-12-02, this 2-core machine shared with other jobs, 4 ranks on 2 cores, 6 steps, 2 warm-up;
 two runs): straggler-aware shares [9, 9, 10, 4]: median step 2.606 s against the uniform plan's 4.005 s,
 ratio 0.651 (a quieter moment: 1.818 s vs 3.334 s, 0.545); both runs' losses equal the one-process
 run's (max relative difference 2.9e-7); replan from the uniform run infers GPU 3 at 0.5 (raw 0.52)
 and predicts 1.50x over continuing as planned.
+
+Measured with ``--pp 2`` (2026-12-02, same machine, 6 steps, 2 warm-up, one run): the straggler-aware
+plan splits replica 0 as GPU 0: 3 layers -> GPU 1: 4 layers and replica 1 as GPU 2: 4 layers -> GPU 3
+(slow): 3 layers, shares [19, 13]: median step 1.073 s against the uniform pp-2 plan's 1.589 s, ratio
+0.675; both runs' losses equal the one-process run's (max relative difference 9.7e-8).
 """
 
 from __future__ import annotations
@@ -34,7 +43,7 @@ sys.path.insert(0, str(REPO))
 DATA = REPO / "tests" / "planner" / "runtime" / "data"
 SHAPE = {"hidden_size": 256, "intermediate_size": 512, "max_position_embeddings": 256}
 BATCH, SEQ, SEED = 32, 128, 0
-PLAN = ["--gpus", "4", "--global-batch", str(BATCH), "--seq-len", str(SEQ), "--tp", "1", "--pp", "1", "--micro-batch", "1", "--top-k", "0"]
+PLAN = ["--gpus", "4", "--global-batch", str(BATCH), "--seq-len", str(SEQ), "--tp", "1", "--micro-batch", "1", "--top-k", "0"]
 
 
 def meshplan(*args: str) -> str:
@@ -72,17 +81,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--pp", type=int, choices=(1, 2), default=1, help="pipeline depth of every replica (default 1)")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="hetero_cpu_"))
     config = work / "llama.json"
     config.write_text(json.dumps({**json.loads((DATA / "tiny-llama.json").read_text()), **SHAPE}))
-    common = ["--model", str(config), "--cluster", str(DATA / "laptop-cpu-4.json"), *PLAN]
-    meshplan("plan", *common, "--dp", "4", "-o", str(work / "uniform.json"))
+    common = ["--model", str(config), "--cluster", str(DATA / "laptop-cpu-4.json"), *PLAN, "--pp", str(args.pp)]
+    meshplan("plan", *common, "--dp", str(4 // args.pp), *(["--vpp", "1"] if args.pp > 1 else []), "-o", str(work / "uniform.json"))
     meshplan("plan", *common, "--slow", "3=0.5", "-o", str(work / "aware.json"))
-    shares = [r["micro_batches"] for r in json.loads((work / "aware.json").read_text())["hetero"]["replicas"]]
+    replicas = json.loads((work / "aware.json").read_text())["hetero"]["replicas"]
+    shares = [r["micro_batches"] for r in replicas]
+    ranks = sum(len(r["stages"]) for r in replicas)
+    if args.pp > 1:
+        print("straggler-aware stage splits: " + "; ".join(" -> ".join(f"GPU {s['devices'][0]}: {len(s['layers'])} layers" for s in r["stages"])
+                                                         for r in replicas))
     runs = {}
     for name in ("uniform", "aware"):
-        meshplan("run", str(work / f"{name}.json"), "--model", str(config), "--nproc-per-node", str(len(shares) if name == "aware" else 4),
+        meshplan("run", str(work / f"{name}.json"), "--model", str(config), "--nproc-per-node", str(ranks if name == "aware" else 4),
                  "--steps", str(args.steps), "--warmup", str(args.warmup), "--inject-slowdown", "3=0.5", "-o", str(work / f"run_{name}.json"))
         runs[name] = json.loads((work / f"run_{name}.json").read_text())
     ref = one_process_losses(str(config), args.steps)
@@ -91,6 +106,8 @@ def main() -> None:
     for name, run in runs.items():
         worst = max(abs(a - b) / abs(b) for a, b in zip(run["losses"], ref))
         print(f"{name} run losses vs one process: max relative difference {worst:.2e} (target <= 1e-3)")
+    if args.pp > 1:
+        return
     out = json.loads(meshplan("replan", str(work / "uniform.json"), "--observed", str(work / "run_uniform.json"), "--json"))
     print(f"replan from the uniform run: GPU 3 speed {out['speeds']['3']} (target 0.5 +- 0.1), predicted gain {out['gain']:.2f}x")
 

@@ -101,7 +101,8 @@ def apply(plan: Plan, module: Any, **kwargs: Any) -> Any:
     """Run ``plan``'s split of ``module`` on the initialised process group (DeviceMesh, DTensor TP/SP,
     FSDP2, checkpointing, torch.distributed.pipelining); returns a runtime with ``step(tokens) -> loss``.
     See :func:`planner.runtime.apply.apply`; a plan with uneven data-parallel shares (``plan.hetero``) runs
-    on :func:`planner.runtime.shares.apply_shares` (``module`` materialised on CPU, one replica per rank)."""
+    on :func:`planner.runtime.shares.apply_shares` (``module`` materialised on CPU, one whole-model replica
+    per rank, or one stage of a pipelined replica per rank)."""
     if getattr(plan, "hetero", None) is not None:
         from planner.runtime.shares import apply_shares
 

@@ -3,7 +3,8 @@
 Speed inference (:func:`infer_speeds`), from the run record's per-rank times (``rank_times``):
 
 - a rank's busy time per micro-batch in a step is (compute + injected wait) / its micro-batches: what
-  its GPU spent on its own work, the gradient sync and the waiting for others left out;
+  its GPU spent on its own work, the gradient sync and the waiting for others left out (runs whose
+  ranks held pipeline stages are refused: their busy times differ by the stages' layers as well);
 - noise: the median over the timed steps (warm-up left out) discards a step slowed by something
   else (a shared machine, a page fault); then each GPU's speed is the fastest rank of the same GPU
   group's median divided by its own, rounded to ``SPEED_STEP``, and a speed of at least
@@ -55,6 +56,9 @@ def infer_speeds(record: RunRecord) -> dict[int, float]:
     if not record.rank_times:
         raise InputError("the run record has no per-rank times (rank_times): record it with meshplan run --inject-slowdown "
                          "or a plan of uneven shares")
+    if any(r.layers is not None for r in record.rank_times):
+        raise InputError("replan infers speeds from runs of whole-model replicas; this run's ranks ran pipeline stages of "
+                         "different layers (rank_times.layers), whose busy times differ by their layers, not only by speed")
     busy: dict[int, tuple[int, float]] = {}
     for r in record.rank_times:
         per_step = [(c + w) / r.micro_batches for c, w in zip(r.compute_s, r.wait_s)]

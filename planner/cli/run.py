@@ -46,7 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="check the plan, then start torchrun --standalone with K processes")
     parser.add_argument("--inject-slowdown", metavar="RANK=SPEED",
                         help="emulate slow ranks (3=0.5[,R=S...]): after each micro-batch's forward and backward a rank at speed S "
-                             "waits (1/S - 1) x that compute (data-parallel plans of whole-model replicas)")
+                             "waits (1/S - 1) x that compute (data-parallel plans: whole-model, pipelined or tensor-parallel replicas, cp 1)")
     parser.add_argument("-o", "--output", metavar="RUN_JSON", help="write the run record (rank 0)")
     parser.add_argument("--json", action="store_true", help="print the run record as one JSON object")
     add_retrace(parser)
@@ -100,12 +100,13 @@ def run(args: argparse.Namespace) -> int:
         return _rank(args, plan, model)
     _preflight(args, plan, model)
     if plan.hetero is not None or args.inject_slowdown:  # uneven shares / injected slowdown: planner.runtime.shares
-        from planner.runtime.shares import check_share_plan, plan_counts
+        from planner.runtime.shares import check_share_plan, share_ranks
 
-        check_share_plan(plan, args.nproc_per_node or len(plan_counts(plan)))
+        ranks = share_ranks(plan)
+        check_share_plan(plan, args.nproc_per_node or ranks)
         if args.nproc_per_node is None:
-            raise UsageError(f"run: the plan has {len(plan_counts(plan))} replicas; start under torchrun --nproc-per-node "
-                             f"{len(plan_counts(plan))} or pass --nproc-per-node {len(plan_counts(plan))}")
+            raise UsageError(f"run: the plan's replicas take {ranks} ranks; start under torchrun --nproc-per-node "
+                             f"{ranks} or pass --nproc-per-node {ranks}")
     elif args.nproc_per_node is None and plan.request.gpus == 1:
         os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
         return _rank(args, plan, model)

@@ -1,10 +1,13 @@
 """Per-rank times of a run (issue 22): what ``meshplan replan`` infers each GPU's speed from.
 
 Plain data, part of the run record (``RunRecord.rank_times``, written only by runs that measure it:
-uneven shares or an injected slowdown).
+uneven shares or an injected slowdown). Runs of replicas that pipeline add each rank's layers and its
+point-to-point seconds; other records' JSON has neither key.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -30,3 +33,11 @@ class RankTime(BaseModel):
     """Injected waits of each step ((1/speed - 1) x each forward's and backward's compute)."""
     sync_s: list[float]
     """Gradient all-reduce of each step, including the wait for the slowest rank."""
+    layers: list[int] | None = None
+    """Plan layers of the rank's pipeline stage (runs of replicas that pipeline); None: the whole model."""
+    p2p_s: list[float] | None = None
+    """Pipeline sends and receives of each step, including the wait for the neighbouring stages
+    (runs of replicas that pipeline); None without pipelining."""
+
+    OPTIONAL: ClassVar[tuple[str, ...]] = ("layers", "p2p_s")
+    """Fields left out of a record's JSON when no rank has them (records of whole-model replicas)."""

@@ -154,8 +154,12 @@ class RunRecord(BaseModel):
     ``planner.runtime.rank_times``); absent from other records' JSON."""
 
     def to_json(self) -> str:
-        """Deterministic JSON text (no ``rank_times`` key when the run did not measure them)."""
-        return self.model_dump_json(indent=2, exclude={"rank_times"} if self.rank_times is None else None) + "\n"
+        """Deterministic JSON text (no ``rank_times`` key when the run did not measure them, and no
+        pipeline keys in them without pipelining)."""
+        if self.rank_times is None:
+            return self.model_dump_json(indent=2, exclude={"rank_times"}) + "\n"
+        absent = {k for k in RankTime.OPTIONAL if all(getattr(r, k) is None for r in self.rank_times)}
+        return self.model_dump_json(indent=2, exclude={"rank_times": {"__all__": absent}} if absent else None) + "\n"
 
 
 def compare(measured: float | None, predicted: float | None) -> Comparison:

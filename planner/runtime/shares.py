@@ -13,8 +13,10 @@ the rank sleeps ``(1/speed - 1)`` times what that compute took, so that its busy
 compute's divided by ``speed``. Per step it records the compute seconds, the injected wait, and the
 seconds spent in the gradient all-reduce (which include waiting for slower ranks).
 
-Replicas here are whole models on one rank each (``tp = pp = cp = 1``); plans that split a replica
-further are refused with one line.
+Replicas here are whole models on one rank each (``tp = pp = cp = 1``). Replicas that pipeline (a
+heterogeneous plan's per-replica stage splits, or a uniform plan with ``pp`` > 1 run with an injected
+slowdown) or use tensor parallelism run on :mod:`planner.runtime.hetero_pipeline`, with the same weights, timings and
+slowdowns, and so do replicas split by tensor parallelism; context parallelism is refused with one line.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -30,8 +33,7 @@ from torch import nn
 from costmodel.hetero import gradient_weights
 from planner.errors import InputError
 from planner.plans.schema import Plan
-
-Loss = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+from planner.runtime.step_timing import Loss, StepTiming, logits_of
 
 
 def plan_counts(plan: Plan) -> list[int]:
@@ -41,8 +43,24 @@ def plan_counts(plan: Plan) -> list[int]:
     return [plan.schedule.num_microbatches] * plan.mesh.dp
 
 
+def share_ranks(plan: Plan) -> int:
+    """Ranks a run of uneven shares or an injected slowdown takes: one per replica, or one per stage of
+    every replica when replicas pipeline (:func:`planner.runtime.hetero_layout.rank_roles`)."""
+    from planner.runtime.hetero_layout import is_pipelined, rank_roles
+
+    return len(rank_roles(plan)) if is_pipelined(plan) else len(plan_counts(plan))
+
+
 def check_share_plan(plan: Plan, world: int) -> None:
-    """One-line :class:`InputError` unless every replica is one whole model on one rank."""
+    """One-line :class:`InputError` unless every replica is one whole model on one rank, or split into
+    pipeline stages and tensor-parallel shards (cp 1); and the world has a rank for each."""
+    from planner.runtime.hetero_layout import is_pipelined
+
+    if is_pipelined(plan):
+        if share_ranks(plan) != world:
+            raise InputError(f"the plan's replicas take {share_ranks(plan)} ranks (stages x tp), the world has {world}; "
+                             f"launch with --nproc-per-node {share_ranks(plan)}")
+        return
     m = plan.mesh
     if m.tp * m.pp * m.cp != 1:
         raise InputError(f"uneven shares and injected slowdowns run plans of whole-model replicas (tp 1, pp 1, cp 1); "
@@ -50,17 +68,6 @@ def check_share_plan(plan: Plan, world: int) -> None:
     if len(plan_counts(plan)) != world:
         raise InputError(f"the plan has {len(plan_counts(plan))} replicas, the world {world} ranks; "
                          f"launch with --nproc-per-node {len(plan_counts(plan))}")
-
-
-@dataclass
-class StepTiming:
-    """One step of one rank, seconds."""
-
-    compute_s: float
-    wait_s: float
-    """Injected (emulated slowdown) sleep."""
-    sync_s: float
-    """Gradient all-reduce, including waiting for the slowest rank."""
 
 
 @dataclass
@@ -95,7 +102,7 @@ class ShareRuntime:
         compute = wait = total = 0.0
         for chunk in mine.split(self.micro_batch):
             start = time.perf_counter()
-            loss = self.loss_fn(_logits(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
+            loss = self.loss_fn(logits_of(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
             forward = time.perf_counter() - start
             wait += self._slow(forward)
             start = time.perf_counter()
@@ -135,16 +142,14 @@ class ShareRuntime:
         return float(flat[-1])
 
 
-def _logits(out: object) -> torch.Tensor:
-    """Logits of a forward: the tensor itself, or a Hugging Face output's ``.logits``."""
-    return out.logits if hasattr(out, "logits") else out  # type: ignore[return-value, attr-defined]
-
-
 def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
-                 loss_fn: Loss | None = None, device_type: str | None = None) -> ShareRuntime:
+                 loss_fn: Loss | None = None, device_type: str | None = None) -> Any:
     """``planner.apply`` for a plan with uneven shares: this rank's replica of ``module`` (materialised,
-    on CPU) with its share; ``step(tokens) -> loss`` as :class:`planner.runtime.apply.Runtime`'s."""
+    on CPU) with its share, or its stage of a pipelined replica
+    (:class:`planner.runtime.hetero_pipeline.PipeRuntime`); ``step(tokens) -> loss`` as
+    :class:`planner.runtime.apply.Runtime`'s."""
     from planner.runtime.apply import default_optimizer, next_token_loss
+    from planner.runtime.hetero_layout import is_pipelined
 
     if not dist.is_initialized():
         raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
@@ -153,5 +158,9 @@ def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer
         raise InputError(f"uneven shares run on CPU gloo ranks here, not {device_type!r:.20}")
     check_share_plan(plan, dist.get_world_size())
     make = optimizer or default_optimizer
+    if is_pipelined(plan):
+        from planner.runtime.hetero_pipeline import build_pipe_runtime
+
+        return build_pipe_runtime(plan, module, speed=speed, make_optimizer=make, loss_fn=loss_fn or next_token_loss)
     return ShareRuntime(module=module, optimizer=make(list(module.parameters())), counts=plan_counts(plan),
                         micro_batch=plan.schedule.micro_batch, rank=dist.get_rank(), loss_fn=loss_fn or next_token_loss, speed=speed)

@@ -1,10 +1,11 @@
 """``meshplan run`` of a plan with uneven data-parallel shares or an injected slowdown (issue 22).
 
 Every rank builds the whole model from the seed (the same weights as the one-process run), trains
-its share of each seeded batch with :class:`planner.runtime.shares.ShareRuntime`, and the step is
-timed on rank 0 between two barriers, as ``planner.runtime.run`` times it. A uniform data-parallel
-plan run with ``--inject-slowdown`` takes this path too (equal shares), so that a uniform and a
-straggler-aware plan are measured by the same code. Rank 0 returns the run record with every
+its share of each seeded batch with :class:`planner.runtime.shares.ShareRuntime` (whole-model
+replicas) or its stage of its replica's pipeline (:mod:`planner.runtime.hetero_pipeline`), and the
+step is timed on rank 0 between two barriers, as ``planner.runtime.run`` times it. A uniform plan
+run with ``--inject-slowdown`` takes this path too (equal shares; a uniform pipeline runs as
+pipelined replicas), so that a uniform and a straggler-aware plan are measured by the same code. Rank 0 returns the run record with every
 rank's compute, injected wait and sync times (``RunRecord.rank_times``).
 """
 
@@ -58,8 +59,7 @@ def rank_gpu(plan: Plan, rank: int) -> tuple[int, int]:
 
 
 def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inject: dict[int, float]) -> RunRecord | None:
-    """Train ``plan`` (whole-model replicas, uneven shares allowed) for ``steps`` steps; rank 0's record."""
-    from planner.runtime.apply import default_optimizer, next_token_loss
+    """Train ``plan`` (whole-model or pipelined replicas, uneven shares allowed) for ``steps`` steps; rank 0's record."""
     from planner.runtime.init import synthetic_tokens, vocab_size
     from planner.runtime.models import build_model
 
@@ -71,9 +71,9 @@ def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inje
         raise InputError(f"--inject-slowdown names rank {max(inject)}, the world has ranks 0..{world - 1}")
     torch.manual_seed(seed)
     module = build_model(arg, trace=plan.model.trace, device="cpu")
-    runtime = ShareRuntime(module=module, optimizer=default_optimizer(list(module.parameters())), counts=plan_counts(plan),
-                           micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=next_token_loss, speed=inject.get(rank, 1.0))
-    vocab, batch, seq = vocab_size(module), plan.request.global_batch, plan.request.seq_len
+    vocab, params = vocab_size(module), sum(p.numel() for p in module.parameters())
+    runtime = _runtime(plan, module, rank, inject.get(rank, 1.0))
+    batch, seq = plan.request.global_batch, plan.request.seq_len
     losses, times = [], []
     for step in range(steps):
         tokens = synthetic_tokens(seed, step, batch, seq, vocab)
@@ -82,16 +82,37 @@ def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inje
         losses.append(runtime.step(tokens))
         dist.barrier()
         times.append(time.perf_counter() - start)
-    gpu, group = rank_gpu(plan, rank)
-    mine = RankTime(rank=rank, gpu=gpu, group=group, micro_batches=runtime.counts[rank], injected_speed=runtime.speed,
-                    compute_s=[t.compute_s for t in runtime.timings], wait_s=[t.wait_s for t in runtime.timings],
-                    sync_s=[t.sync_s for t in runtime.timings])
     everyone: list[Any] = [None] * world
-    dist.all_gather_object(everyone, mine.model_dump())
+    dist.all_gather_object(everyone, _rank_time(plan, runtime, rank).model_dump())
     if rank != 0:
         return None
-    params = sum(p.numel() for p in module.parameters())
     return _record(plan, arg, params, seed, steps, warmup, losses, times, [RankTime(**r) for r in everyone], inject)
+
+
+def _runtime(plan: Plan, module: Any, rank: int, speed: float) -> Any:
+    """This rank's :class:`ShareRuntime`, or its stage of a pipelined replica (:mod:`planner.runtime.hetero_pipeline`)."""
+    from planner.runtime.apply import default_optimizer, next_token_loss
+    from planner.runtime.hetero_layout import is_pipelined
+
+    if is_pipelined(plan):
+        from planner.runtime.hetero_pipeline import build_pipe_runtime
+
+        return build_pipe_runtime(plan, module, speed=speed, make_optimizer=default_optimizer, loss_fn=next_token_loss)
+    return ShareRuntime(module=module, optimizer=default_optimizer(list(module.parameters())), counts=plan_counts(plan),
+                        micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=next_token_loss, speed=speed)
+
+
+def _rank_time(plan: Plan, runtime: Any, rank: int) -> RankTime:
+    """This rank's seconds per step, with its GPU, group and share (and its layers and sends when it pipelines)."""
+    timings = runtime.timings
+    common = dict(rank=rank, injected_speed=runtime.speed, compute_s=[t.compute_s for t in timings],
+                  wait_s=[t.wait_s for t in timings], sync_s=[t.sync_s for t in timings])
+    if isinstance(runtime, ShareRuntime):
+        gpu, group = rank_gpu(plan, rank)
+        return RankTime(gpu=gpu, group=group, micro_batches=runtime.counts[rank], **common)
+    role = runtime.role
+    return RankTime(gpu=role.gpu, group=role.group, micro_batches=role.micro_batches, layers=list(role.layers),
+                    p2p_s=list(runtime.p2p), **common)
 
 
 def _record(plan: Plan, arg: Any, params: int, seed: int, steps: int, warmup: int, losses: list[float], times: list[float],
@@ -107,6 +128,10 @@ def _record(plan: Plan, arg: Any, params: int, seed: int, steps: int, warmup: in
     notes = [("uneven data-parallel shares: each rank runs its replica's micro-batches; gradients weighted by D m_r / M "
               "(costmodel.hetero.gradient_weights) before one mean all-reduce per step"),
              "weights: the unsplit model's own initialisation under --seed on every rank; batches: seeded tokens"]
+    if any(r.layers is not None for r in ranks):
+        notes.append("replicas pipeline: each rank runs its stage's layers in GPipe order (every forward, then every backward) "
+                     "with blocking sends and receives between the replica's stages (p2p_s, bubbles included); each layer's "
+                     "gradient is averaged over the ranks that hold it (planner.runtime.hetero_pipeline)")
     if inject:
         notes.append(f"injected slowdown {inject}: after each micro-batch's forward and backward a rank at speed s sleeps "
                      "(1/s - 1) x that compute")

@@ -60,6 +60,14 @@ def test_a_record_without_rank_times_is_bad_input(uniform) -> None:
         infer_speeds(bare)
 
 
+def test_a_record_of_pipeline_stages_is_refused_in_one_line(uniform) -> None:
+    """Stages of different layers are busy for different times at one speed: no speed can be read off."""
+    rec = record(uniform, {r: [1.0] for r in range(4)})
+    staged = rec.model_copy(update={"rank_times": [t.model_copy(update={"layers": [0]}) for t in rec.rank_times]})
+    with pytest.raises(InputError, match="pipeline stages"):
+        infer_speeds(staged)
+
+
 def test_replan_shrinks_the_slow_gpu_share_and_predicts_a_gain(uniform) -> None:
     busy = {r: [1.0] * 4 for r in range(3)} | {3: [2.0] * 4}
     done = replan(uniform, plan_model(uniform), record(uniform, busy))

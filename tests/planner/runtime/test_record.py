@@ -36,6 +36,19 @@ def test_round_trip_and_version() -> None:
     assert json.loads(rec.to_json())["step_time_s"] == {"measured": 1.0, "predicted": 2.0, "error": -0.5}
 
 
+def _times(**over) -> dict:
+    return {**dict(rank=0, gpu=0, group=0, micro_batches=2, injected_speed=1.0, compute_s=[1.0], wait_s=[0.0], sync_s=[0.1]), **over}
+
+
+def test_pipeline_keys_of_rank_times_appear_only_when_a_rank_pipelined() -> None:
+    whole = json.loads(_record(rank_times=[_times(), _times(rank=1)]).to_json())["rank_times"]
+    assert all("layers" not in r and "p2p_s" not in r for r in whole)
+    staged = _record(rank_times=[_times(layers=[0, 1], p2p_s=[0.2]), _times(rank=1, layers=[2], p2p_s=[0.3])])
+    again = RunRecord.model_validate_json(staged.to_json())
+    assert again == staged and [r.layers for r in again.rank_times] == [[0, 1], [2]]
+    assert "rank_times" not in json.loads(_record().to_json())
+
+
 def test_compare_errors() -> None:
     assert compare(3.0, 2.0).error == pytest.approx(0.5)
     assert compare(None, 2.0).error is None and compare(1.0, 0.0).error is None and compare(1.0, None).error is None
