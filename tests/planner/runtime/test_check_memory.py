@@ -57,6 +57,29 @@ def test_schedules_hold_their_in_flight_micro_batches() -> None:
     assert [a.kind for a in schedule_actions(_plan({**base, "global_batch": 1}), 0)] == ["F", "B"]
 
 
+def test_interleaved_steady_state_reaches_every_chunks_gradients() -> None:
+    """An interleaved rank's steady state runs until each local chunk has run a backward, each
+    steady forward bringing the in-flight chunk-micro-batches back to the warm-up's count: from there
+    on the rank holds every chunk's gradients beside a full warm-up (its periodic peak)."""
+    pp, v, m = 2, 4, 8
+    plan = _plan(dict(dp=1, pp=pp, vpp=v, schedule="interleaved-1f1b", global_batch=m, seq_len=128))
+    acts = schedule_actions(plan, 0)
+    flight = 2 * (pp - 1) + (v - 1) * pp + 1
+    held: set[tuple[int, int]] = set()
+    backed: set[int] = set()
+    full_with_all_grads = False
+    for a in acts:
+        if a.kind == "F":
+            held.add((a.chunk, a.micro))
+            full_with_all_grads |= len(held) == flight and backed == set(range(v))
+        else:
+            held.remove((a.chunk, a.micro))
+            backed.add(a.chunk)
+    assert full_with_all_grads and not held
+    one_pair_short = [a for a in acts if a.kind == "B"][: (v - 1) * pp]
+    assert {a.chunk for a in one_pair_short} != set(range(v))  # fewer pairs would not reach chunk 0
+
+
 def test_extrapolated_depth_equals_full_depth() -> None:
     """Memory is affine in the number of repeated blocks: two shallow runs give the deep one."""
     block = build_preset("llama3.1-8b").layers[1].model_copy(update=dict(hidden_size=1024, num_heads=8, num_kv_heads=2,
