@@ -8,8 +8,16 @@ override the engine's defaults) into one :class:`EngineTerms` record; every fiel
 ``native`` is meshplan's own runtime (``planner.apply``: eager PyTorch, FSDP2,
 ``torch.distributed.pipelining``, ``F.cross_entropy`` on fp32 logits), whose memory is torchtitan's:
 every memory term below follows torchtitan's value for it (:data:`RUNTIME_MEMORY_ENGINES`), so that
-a native plan's peak is what ``meshplan check-memory`` measures of the runtime. Its time terms stay
-meshplan's idealised engine (Megatron-LM's kernels with every overlap the configuration allows).
+a native plan's peak is what ``meshplan check-memory`` measures of the runtime.
+
+The native engine's terms are how ``planner.apply`` runs, time included (the estimate follows the
+runtime, not the other way round): no ``torch.compile`` and no hand-fused kernels, so elementwise ops
+run op by op (unfused RMSNorm, SwiGLU, rotary embeddings, residual adds: ``fused=False`` unless a
+plan sets ``compile``), the loss is eager ``F.cross_entropy`` on fp32 logits
+(:data:`TORCH_CE_BYTES`, whatever ``loss_fusion`` says), attention is PyTorch SDPA's flash backend
+(FlashAttention-2), DTensor's tensor-parallel collectives are synchronous, and FSDP2 adds each
+micro-batch's gradients in a kernel of its own. Only the pipeline's send / receive overlap stays
+(``torch.distributed.pipelining`` posts them asynchronously, ``_batch_p2p``).
 """
 
 from __future__ import annotations
@@ -169,10 +177,11 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
     """The behaviour of ``cfg.engine`` with ``cfg``'s knobs (compile, loss fusion) applied."""
     engine = cfg.engine
     titan = engine == "torchtitan"
+    native = engine == "native"
     eager_memory = engine in RUNTIME_MEMORY_ENGINES
-    fused = cfg.compile if cfg.compile is not None else not titan
-    loss_fused = bool(cfg.loss_fusion) and engine in ("megatron", "native")
-    ce = TORCH_CE_BYTES if titan else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
+    fused = cfg.compile if cfg.compile is not None else not eager_memory
+    loss_fused = bool(cfg.loss_fusion) and engine == "megatron"
+    ce = TORCH_CE_BYTES if eager_memory else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
     pipe_host = 6 * DEEPSPEED_PIPE_INSTRUCTION_S if engine == "deepspeed" and cfg.pp > 1 else 0.0
     return EngineTerms(
         engine=engine,
@@ -191,18 +200,18 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         microbatch_host_s=pipe_host,
         fp32_sharded_params=eager_memory and cfg.zero == 3,
         cp_all_gather=titan,
-        sdpa_fa2=titan,
+        sdpa_fa2=eager_memory,
         grads_freed_each_step=eager_memory,
         zero1_shards_grads=eager_memory,
         pp_unsharded_grads=eager_memory and cfg.pp > 1,
         tp_embedding_full_grad=eager_memory,
         sp_saves_gathered_inputs=eager_memory,
-        sac_caches_unread_outputs=eager_memory and (not fused or engine == "native"),
+        sac_caches_unread_outputs=eager_memory and (not fused or native),
         loss_strands_logits=eager_memory,
-        eager_activations=not fused or engine == "native",
+        eager_activations=not fused or native,
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
-        grad_accum_fused=engine == "native" or (engine == "megatron" and cfg.grad_accum_fusion is not False),
-        tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
+        grad_accum_fused=engine == "megatron" and cfg.grad_accum_fusion is not False,
+        tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine == "megatron",
     )
 
 

@@ -114,6 +114,26 @@ def in_flight_microbatches(schedule: str, rank: int, pp: int, vpp: int, num_micr
     return float(min(pp - rank, m))
 
 
+def interleaved_held_act_bytes(chunk_act: tuple[float, ...], pp: int, rank: int, num_microbatches: int) -> float:
+    """Largest activation bytes an interleaved-1F1B rank holds at a forward, its chunks storing
+    ``chunk_act`` bytes per micro-batch each (chunk order): the warm-up's
+    ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunk forwards (:func:`in_flight_microbatches`), then the
+    steady state's backward / forward pairs, forward ``i`` on chunk ``(i // pp) mod v`` and backward
+    ``j`` on chunk ``v - 1 - (j // pp) mod v`` (Megatron-LM ``schedules.py``
+    ``get_model_chunk_id``; torch's ``ScheduleInterleaved1F1B`` runs the same order). With chunks of
+    one depth this is :func:`in_flight_microbatches` times a chunk; with unequal chunks (the embedding
+    or head in the first or last) the deeper one can be in flight more often than its share. The held
+    set repeats every ``pp v`` pairs, so the pairs past one period and the warm-up's length add nothing."""
+    v, m = len(chunk_act), num_microbatches
+    warm = min(m * v, 2 * (pp - rank - 1) + (v - 1) * pp + 1)
+    held = sum(chunk_act[(i // pp) % v] for i in range(warm))
+    peak = held
+    for j in range(min(m * v - warm, warm + 2 * pp * v)):
+        held += chunk_act[((warm + j) // pp) % v] - chunk_act[v - 1 - (j // pp) % v]
+        peak = max(peak, held)
+    return peak
+
+
 def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """Activation bytes an eager (uncompiled) PyTorch block stores beyond the fused-kernel bookkeeping
     of :func:`transformer_activation_bytes`, for one micro-batch on one GPU. Per token:

@@ -107,6 +107,37 @@ def _untracked_propagation(tracker: _PeakTracker) -> Iterator[None]:
         ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _gpu_attention_kernels() -> Iterator[None]:
+    """Run SDPA as a GPU runs it: with attention dropout, in the fused kernel.
+
+    On CUDA, SDPA with ``dropout_p > 0`` runs FlashAttention-2 or the memory-efficient kernel, which
+    draw the dropout mask inside the kernel and keep for backward only the output, the log-sum-exp and
+    the RNG seed and offset (torch/nn/attention ``sdp_kernel`` backends; Dao 2023, FlashAttention-2
+    §3.1; ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``: flash accepts dropout). The CPU
+    flash kernel has no dropout (``sdp_utils_cpp.cpp``), so on the CPU tensors the check runs torch
+    falls back to the math path, which stores the s x s probabilities, the dropout mask and the
+    dropped probabilities of every head (GPT-2's ``attn_pdrop`` 0.1: +98 KiB per token and block at
+    s = 1024, 16 heads, bf16) that no GPU run holds. For the tracked step ``F.scaled_dot_product_attention``
+    is called with ``dropout_p = 0``, which takes the CPU flash kernel: the same saved tensors as the
+    GPU's kernel with dropout (the RNG state aside: two scalars)."""
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+
+    def fused(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 4:
+            args = (*args[:4], 0.0, *args[5:])
+        kwargs = {**kwargs, "dropout_p": 0.0} if len(args) <= 4 else kwargs
+        return original(*args, **kwargs)
+
+    F.scaled_dot_product_attention = fused
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
 @dataclass(frozen=True)
 class Action:
     """Forward (``F``) or backward (``B``) of local chunk ``chunk`` for micro-batch ``micro``."""
@@ -217,7 +248,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
         opt.step()
         opt.zero_grad(set_to_none=True)
         tracker = _PeakTracker(build.stages, opt)
-        with tracker, _untracked_propagation(tracker):
+        with tracker, _untracked_propagation(tracker), _gpu_attention_kernels():
             held: dict[tuple[int, int], torch.Tensor] = {}
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
