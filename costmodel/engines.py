@@ -167,6 +167,12 @@ class EngineTerms:
     eager_activations: bool = False
     """Blocks store what eager PyTorch's ops save (``costmodel.memory.eager_block_extra_bytes``):
     uncompiled engines, and the native runtime, which runs op by op whatever its time terms assume."""
+    fsdp2_low_zero: bool = False
+    """ZeRO 1 and 2 run as FSDP2 with ``reshard_after_forward=False`` (``planner.runtime.fsdp``,
+    torchtitan): fp32 shards of the parameters, gradients and Adam states (4, 4 and 8 B per parameter
+    over the data-parallel group) and the bf16 parameters gathered from the first forward to the
+    gradient reduction (``param_bytes``, whole), as ``meshplan check-memory`` counts them
+    (``costmodel.rank_memory._state_bytes``); the totals are ZeRO 2's."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -209,6 +215,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         sac_caches_unread_outputs=eager_memory and (not fused or native),
         loss_strands_logits=eager_memory,
         eager_activations=not fused or native,
+        fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         grad_accum_fused=engine == "megatron" and cfg.grad_accum_fusion is not False,
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine == "megatron",

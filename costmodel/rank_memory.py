@@ -52,6 +52,9 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
 def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """(dense, expert) (params, grads, optimizer states) bytes, each sharded over its group."""
     dense_shard = cfg.dp * cfg.cp
+    if terms.fsdp2_low_zero:
+        return _fsdp2_low_zero_bytes(cfg, t.params - t.expert_params, dense_shard, terms), \
+            _fsdp2_low_zero_bytes(cfg, t.expert_params, max(1, dense_shard // cfg.ep), terms)
     sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     zero = 2 if cfg.zero == 1 and terms.zero1_shards_grads else cfg.zero
     if zero == 2 and terms.pp_unsharded_grads:  # whole gradients accumulate across micro-batches
@@ -59,6 +62,16 @@ def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[
     d = model_state_bytes(t.params - t.expert_params, dense_shard, zero, *sizes)
     e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), zero, *sizes)
     return d, e
+
+
+def _fsdp2_low_zero_bytes(cfg: ParallelConfig, params: float, shard: int, terms: EngineTerms) -> tuple[float, float, float]:
+    """(params, grads, optimizer states) bytes of ZeRO 1-2 run as FSDP2 (``EngineTerms.fsdp2_low_zero``):
+    the fp32 shards (:data:`FSDP2_STATE_BYTES` over ``shard``) plus the gathered ``param_bytes``
+    copy; under PP the gradients accumulate whole in fp32 (``EngineTerms.pp_unsharded_grads``)."""
+    p, g, o = model_state_bytes(params, shard, 3, *FSDP2_STATE_BYTES)
+    if terms.pp_unsharded_grads:
+        g = params * FSDP2_STATE_BYTES[1]
+    return p + params * cfg.param_bytes, g, o
 
 
 def _flight(cfg: ParallelConfig, rank: int) -> float:

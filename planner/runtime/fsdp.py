@@ -14,6 +14,16 @@ Every layer of a stage with parameters is one FSDP unit, the stage module is the
 - ZeRO 0: replication only, FSDP2 HSDP with one shard per replica (gradients all-reduced, as DDP).
 
 Gradients are averaged over the data-parallel ranks (FSDP2's default reduction).
+
+The estimate follows this runtime, not the other way round: the cost model's ``native`` engine
+(``costmodel.engines``, ``costmodel.rank_memory``) prices every ZeRO level as run here, FSDP2 with
+fp32 sharded parameters, gradients and Adam states (ZeRO 1 as ZeRO 2), bf16 parameters gathered from
+forward to backward (ZeRO 0-2, and under PP, where ``torch.distributed.pipelining`` keeps them
+gathered until the step's gradient reduction) and, under PP, unsharded fp32 gradients accumulated
+across the micro-batches. Issue 21's "+31 % on ZeRO 1 under PP" was the memory check stopping its
+interleaved schedule before the steady state, where every chunk's accumulated gradients meet a full
+warm-up of activations (``planner.runtime.memcheck.step.steady_pairs``); measured there, the
+prediction is within the band.
 """
 
 from __future__ import annotations
