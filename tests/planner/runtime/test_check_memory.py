@@ -187,6 +187,32 @@ def test_eager_block_bytes_are_what_autograd_keeps(preset: str) -> None:
     assert stored == pytest.approx(sum(saved.values()), rel=0.01)
 
 
+def test_attention_dropout_is_measured_in_the_fused_kernel() -> None:
+    """SDPA with dropout keeps no s x s tensor on a GPU (the fused kernels draw the mask inside);
+    on the CPU tensors of the check torch would take its math path, which keeps the probabilities
+    and the mask: the tracked step runs SDPA as the GPU does."""
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from planner.runtime.memcheck.step import _gpu_attention_kernels
+
+    seq, heads = 512, 4
+
+    def largest_saved() -> int:
+        sizes: list[int] = []
+        with FakeTensorMode():
+            q, k, v = (torch.empty(1, heads, seq, 64, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+                F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+        return max(sizes)
+
+    assert largest_saved() >= heads * seq * seq  # the math path's probabilities
+    with _gpu_attention_kernels():
+        assert largest_saved() == heads * seq * 64  # q, k, v and the output only
+    assert F.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"  # restored
+
+
 def test_prediction_is_for_the_module_torch_runs() -> None:
     """The runtime's decoder has no dropout: a preset specified with dropout is predicted without
     its masks, and the check says so; a model without dropout is predicted as specified."""
