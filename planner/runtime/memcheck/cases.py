@@ -98,18 +98,32 @@ class Case:
     native search picks for them, not ``config``."""
 
 
-def mixtral_config_path() -> str:
-    """Mixtral 8x7B's config.json, written once per process into a temporary folder."""
-    path = Path(tempfile.gettempdir()) / "meshplan-memcheck" / "mixtral-8x7b" / "config.json"
+GPT2_MEDIUM_CONFIG = dict(
+    architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=1024, n_layer=24, n_head=16, n_inner=None,
+    vocab_size=50257, n_positions=1024, activation_function="gelu_new", tie_word_embeddings=True,
+)
+"""openai-community/gpt2-medium/config.json (the fields the model's shape depends on; dropout 0.1 by
+default): tied head, learned positions, Conv1D projections, the op-by-op tanh GELU."""
+CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG}
+
+
+def config_path(name: str) -> str:
+    """``CONFIGS[name]`` as a config.json, written once per process into a temporary folder."""
+    path = Path(tempfile.gettempdir()) / "meshplan-memcheck" / name.removesuffix(".json") / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(MIXTRAL_8X7B_CONFIG, indent=1)
+    text = json.dumps(CONFIGS[name], indent=1)
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
     return str(path)
 
 
+def mixtral_config_path() -> str:
+    """Mixtral 8x7B's config.json (:func:`config_path`)."""
+    return config_path("mixtral-8x7b.json")
+
+
 def _model_arg(model: str) -> str:
-    return mixtral_config_path() if model == "mixtral-8x7b.json" else model
+    return config_path(model) if model in CONFIGS else model
 
 
 def case_model(case: Case) -> str:
@@ -179,11 +193,13 @@ PLANNED: tuple[Case, ...] = (
     Case("planned-llama8b-8gpu-zero2", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=8192, zero=2)),
     Case("planned-llama8b-8gpu-pp4", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, pp=4, vpp=1)),
     Case("planned-llama8b-8gpu-tp4-pp2", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, tp=4, pp=2, vpp=1)),
+    Case("planned-gpt2-medium-8gpu", "gpt2-medium.json", search=dict(gpus=8, global_batch=64, seq_len=1024)),
 )
 """Planner-chosen cases: the plans ``meshplan plan --target native`` picks, searched when the case is
 built (``Case.search``), for issue 21's two reproductions (``--model llama3.1-8b --cluster dgx-h100
 --gpus 16 --global-batch 64 --seq-len 4096 --tp 2 --pp 2``: interleaved 1F1B, ZeRO 1, TP + SP;
 ``llama3.1-70b``, 64 GPUs, batch 128, ``--tp 8 --pp 2``) and for the splits the acceptance names:
 ZeRO 3 and ZeRO 2 (the search's TP x FSDP plans on 8 GPUs), a 4-stage pipeline with several
-micro-batches in flight, TP + SP under a 2-stage 1F1B pipeline. ``bench/memory_oracle.py --planned``
+micro-batches in flight, TP + SP under a 2-stage 1F1B pipeline, and GPT-2 medium from its
+config.json (transformers' module: tied head, learned positions, op-by-op tanh GELU, dropout). ``bench/memory_oracle.py --planned``
 measures them; the plan's own per-GPU figure is the native engine's, which the check predicts with."""
