@@ -178,7 +178,7 @@ What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prin
   shape, which the tracker counted (``memcheck_step._untracked_propagation``); the loss was not
   vocabulary-parallel under PP; the step stopped before the phases that set the real peak (a second
   micro-batch without PP, the steady state with PP);
-- in the cost model (torchtitan engine terms, ``costmodel.engines``): the peak is the larger of two
+- in the cost model (the native engine = torchtitan's memory terms, ``costmodel.engines``): the peak is the larger of two
   phases, since gradients are freed each step (their blocks stay in the allocator's cache, a GPU-only
   term); ZeRO 1 runs as FSDP2 ZeRO 2; gradients accumulate unsharded under PP; DTensor SP keeps the
   gathered projection inputs; DTensor's vocabulary-parallel embedding computes a full-vocabulary
