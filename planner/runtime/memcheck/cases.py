@@ -168,6 +168,7 @@ CASES: tuple[Case, ...] = (
     Case("gpt16b-pp4-dp2-gpipe-full", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, schedule="gpipe", recompute="full", global_batch=8, seq_len=4096)),
     Case("gpt16b-pp4-dp2-1f1b", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, global_batch=16, seq_len=4096)),
     Case("mixtral-fsdp8-zero3", "mixtral-8x7b.json", dict(dp=8, zero=3, global_batch=8, seq_len=4096)),
+    Case("gpt2-medium-dp8-zero2", "gpt2-medium.json", dict(dp=8, zero=2, global_batch=16, seq_len=1024)),
     Case("custom-tp2-dp4-zero2", "planner.runtime.memcheck.cases:custom_lm", dict(tp=2, dp=4, sp=True, zero=2, global_batch=8, seq_len=4096)),
 )
 """Every split the oracle covers: FSDP (ZeRO 3), TP with SP, TP x DP (ZeRO 1, 2), the recompute

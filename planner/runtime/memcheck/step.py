@@ -253,6 +253,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
                 if act.kind == "F":
+                    tracker.reset_mod_stats()  # per-module stats only (the rank's peak is kept): a chunk runs once per micro-batch
                     with _loss_context(build):
                         out = stage(_inputs(build, act.chunk, plan, boundaries))
                         if build.chunks[act.chunk] == last_chunk:
