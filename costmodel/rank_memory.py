@@ -51,16 +51,16 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
 
 def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """(dense, expert) (params, grads, optimizer states) bytes, each sharded over its group."""
-    dense_shard = cfg.dp * cfg.cp
-    if terms.fsdp2_low_zero:
-        return _fsdp2_low_zero_bytes(cfg, t.params - t.expert_params, dense_shard, terms), \
-            _fsdp2_low_zero_bytes(cfg, t.expert_params, max(1, dense_shard // cfg.ep), terms)
+    dense_shard, expert_shard = cfg.dp * cfg.cp, max(1, cfg.dp * cfg.cp // cfg.ep)
+    if terms.fsdp2_low_zero:  # ZeRO 1-2 as FSDP2 (planner.runtime.fsdp)
+        dense = _fsdp2_low_zero_bytes(cfg, t.params - t.expert_params, dense_shard, terms)
+        return dense, _fsdp2_low_zero_bytes(cfg, t.expert_params, expert_shard, terms)
     sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     zero = 2 if cfg.zero == 1 and terms.zero1_shards_grads else cfg.zero
     if zero == 2 and terms.pp_unsharded_grads:  # whole gradients accumulate across micro-batches
         zero = 1
     d = model_state_bytes(t.params - t.expert_params, dense_shard, zero, *sizes)
-    e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), zero, *sizes)
+    e = model_state_bytes(t.expert_params, expert_shard, zero, *sizes)
     return d, e
 
 

@@ -29,7 +29,7 @@ def _first_backward(actions) -> int:
 
 def test_schedules_hold_their_in_flight_micro_batches() -> None:
     """1F1B rank r holds min(pp - r, m) forwards at its first backward, GPipe all m, interleaved
-    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one, then one steady-state forward;
+    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one, then steady-state pairs;
     every chunk ends on a synced backward."""
     base = dict(dp=1, global_batch=8, seq_len=128)
     one = _plan({**base, "pp": 4})
