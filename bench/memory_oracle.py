@@ -8,8 +8,10 @@ error, the acceptance verdict (within 10 % and never under by more than 3 %), th
 terms torch's tracker cannot see (runtime overhead: CUDA context, NCCL; the caching allocator's
 slack and cache) and the cost model's full per-GPU figure.
 
-``--planned`` measures the plans the search itself picks for issue 21's reproductions instead
-(``cases.PLANNED``); the plan's prediction is then the native engine's, the plan's own figure.
+``--planned`` measures the plans the search itself picks (``cases.PLANNED``: issue 21's two
+reproductions, ZeRO 2 and 3, a pipeline with several micro-batches in flight, TP + SP under PP)
+instead, and prints under each case the plan's own ``peak_memory_gib`` against its largest rank's
+measurement plus that rank's GPU-only terms (the issue's acceptance band).
 
 Run: ``python bench/memory_oracle.py [--planned] [--full-depth] [--categories] [CASE ...]``.
 """
@@ -21,6 +23,20 @@ import sys
 import time
 
 TOLERANCE, UNDER = 0.10, 0.03
+
+
+def _plan_row(plan: object, result: object) -> bool:
+    """Print the plan's own ``peak_memory_gib`` against the largest measured rank plus its GPU-only
+    terms (the issue's acceptance); True when within the band."""
+    m, s = plan.mesh, plan.schedule  # type: ignore[attr-defined]
+    checked = max(r.measured_peak_gib + sum(r.gpu_only_gib.values()) for r in result.ranks)  # type: ignore[attr-defined]
+    figure = plan.estimate.peak_memory_gib  # type: ignore[attr-defined]
+    error = figure / checked - 1
+    ok = -UNDER <= error <= TOLERANCE
+    print(f"{'':36} plan dp {m.dp} tp {m.tp} pp {m.pp} sp {m.sp} zero {m.zero} {s.name} v{s.virtual_stages} "
+          f"mb {s.micro_batch} x {s.num_microbatches}: plan {figure:.2f} GiB vs measured + GPU-only {checked:.2f} GiB "
+          f"{error:+.1%} {'ok' if ok else 'FAIL'}", flush=True)
+    return ok
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     for case in chosen:
         start = time.perf_counter()
         try:
-            result = check_memory(case_plan(case), model=case_model(case), full_depth=args.full_depth)
+            plan = case_plan(case)
+            result = check_memory(plan, model=case_model(case), full_depth=args.full_depth)
         except Exception as exc:  # a case the runtime cannot run is a row of the table, not the end of it
             failed += 1
             print(f"{case.name:36} {'-':>4} {'':9} {'':9} {'':7}  ERROR   {type(exc).__name__}: {' '.join(str(exc).split())[:90]}")
@@ -54,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.categories:
                 for label, parts in (("measured", row.measured_gib), ("predicted", row.predicted_gib), ("GPU-only", row.gpu_only_gib)):
                     print(f"{'':41} {label:9} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        if args.planned:
+            failed += not _plan_row(plan, result)
         print(f"{'':36} {'':4} total {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if errors:
         print(f"{len(errors)} rank kinds: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}, "

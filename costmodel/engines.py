@@ -8,8 +8,16 @@ override the engine's defaults) into one :class:`EngineTerms` record; every fiel
 ``native`` is meshplan's own runtime (``planner.apply``: eager PyTorch, FSDP2,
 ``torch.distributed.pipelining``, ``F.cross_entropy`` on fp32 logits), whose memory is torchtitan's:
 every memory term below follows torchtitan's value for it (:data:`RUNTIME_MEMORY_ENGINES`), so that
-a native plan's peak is what ``meshplan check-memory`` measures of the runtime. Its time terms stay
-meshplan's idealised engine (Megatron-LM's kernels with every overlap the configuration allows).
+a native plan's peak is what ``meshplan check-memory`` measures of the runtime.
+
+The native engine's terms are how ``planner.apply`` runs, time included (the estimate follows the
+runtime, not the other way round): no ``torch.compile`` and no hand-fused kernels, so elementwise ops
+run op by op (unfused RMSNorm, SwiGLU, rotary embeddings, residual adds: ``fused=False`` unless a
+plan sets ``compile``), the loss is eager ``F.cross_entropy`` on fp32 logits
+(:data:`TORCH_CE_BYTES`, whatever ``loss_fusion`` says), attention is PyTorch SDPA's flash backend
+(FlashAttention-2), DTensor's tensor-parallel collectives are synchronous, and FSDP2 adds each
+micro-batch's gradients in a kernel of its own. Only the pipeline's send / receive overlap stays
+(``torch.distributed.pipelining`` posts them asynchronously, ``_batch_p2p``).
 """
 
 from __future__ import annotations
@@ -159,6 +167,12 @@ class EngineTerms:
     eager_activations: bool = False
     """Blocks store what eager PyTorch's ops save (``costmodel.memory.eager_block_extra_bytes``):
     uncompiled engines, and the native runtime, which runs op by op whatever its time terms assume."""
+    fsdp2_low_zero: bool = False
+    """ZeRO 1 and 2 run as FSDP2 with ``reshard_after_forward=False`` (``planner.runtime.fsdp``,
+    torchtitan): fp32 shards of the parameters, gradients and Adam states (4, 4 and 8 B per parameter
+    over the data-parallel group) and the bf16 parameters gathered from the first forward to the
+    gradient reduction (``param_bytes``, whole), as ``meshplan check-memory`` counts them
+    (``costmodel.rank_memory._state_bytes``); the totals are ZeRO 2's."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -169,10 +183,11 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
     """The behaviour of ``cfg.engine`` with ``cfg``'s knobs (compile, loss fusion) applied."""
     engine = cfg.engine
     titan = engine == "torchtitan"
+    native = engine == "native"
     eager_memory = engine in RUNTIME_MEMORY_ENGINES
-    fused = cfg.compile if cfg.compile is not None else not titan
-    loss_fused = bool(cfg.loss_fusion) and engine in ("megatron", "native")
-    ce = TORCH_CE_BYTES if titan else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
+    fused = cfg.compile if cfg.compile is not None else not eager_memory
+    loss_fused = bool(cfg.loss_fusion) and engine == "megatron"
+    ce = TORCH_CE_BYTES if eager_memory else FUSED_CE_BYTES if loss_fused else MEGATRON_CE_BYTES
     pipe_host = 6 * DEEPSPEED_PIPE_INSTRUCTION_S if engine == "deepspeed" and cfg.pp > 1 else 0.0
     return EngineTerms(
         engine=engine,
@@ -191,18 +206,19 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         microbatch_host_s=pipe_host,
         fp32_sharded_params=eager_memory and cfg.zero == 3,
         cp_all_gather=titan,
-        sdpa_fa2=titan,
+        sdpa_fa2=eager_memory,
         grads_freed_each_step=eager_memory,
         zero1_shards_grads=eager_memory,
         pp_unsharded_grads=eager_memory and cfg.pp > 1,
         tp_embedding_full_grad=eager_memory,
         sp_saves_gathered_inputs=eager_memory,
-        sac_caches_unread_outputs=eager_memory and (not fused or engine == "native"),
+        sac_caches_unread_outputs=eager_memory and (not fused or native),
         loss_strands_logits=eager_memory,
-        eager_activations=not fused or engine == "native",
+        eager_activations=not fused or native,
+        fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
-        grad_accum_fused=engine == "native" or (engine == "megatron" and cfg.grad_accum_fusion is not False),
-        tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine in ("native", "megatron"),
+        grad_accum_fused=engine == "megatron" and cfg.grad_accum_fusion is not False,
+        tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine == "megatron",
     )
 
 

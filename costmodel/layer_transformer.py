@@ -205,6 +205,8 @@ def _elementwise_bytes(layer: TransformerLayer, cfg: LocalConfig, backward: bool
         repl += 2 * EAGER_BIAS_DROPOUT_ADD_ELEMENTS * h
     if layer.ffn_act == "swiglu":
         act = (ACTIVATION_BACKWARD_ELEMENTS["swiglu"] if backward else 3) * f if fused else 5 * f
+    elif layer.ffn_act == "gelu_tanh" and not fused:
+        act = EAGER_GELU_TANH_ELEMENTS * f
     else:
         act = (ACTIVATION_BACKWARD_ELEMENTS["gelu"] if backward else 2) * f
     if rms:
@@ -242,6 +244,12 @@ EAGER_RMSNORM_ELEMENTS = 14
 ``x.float()``, ``pow(2).mean`` (one reduction kernel), ``* rsqrt``, ``type_as``, ``* weight``:
 read 2 + write 4, read 4, read 4 + write 4, read 4 + write 2, read 2 + write 2 = 28 bytes) against
 the fused kernel's read and write (2). [derived, op by op]"""
+EAGER_GELU_TANH_ELEMENTS = 18
+"""Element reads and writes per FFN element of the tanh GELU written op by op (transformers
+``NewGELUActivation``: ``0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * pow(x, 3))))``): eight
+kernels, ``0.5 * x``, ``pow``, ``* 0.044715``, ``x +``, ``* sqrt(2/pi)``, ``tanh``, ``1 +``, the
+product, each reading its one or two inputs and writing its output (2 + 2 + 2 + 3 + 2 + 2 + 2 + 3),
+against the fused kernel's read and write (2) [derived, op by op]."""
 EAGER_BIAS_DROPOUT_ADD_ELEMENTS = 4.5
 """Extra element reads and writes per hidden element of each residual branch when the row-parallel
 bias, the dropout and the residual add run as three ops (Megatron-LM 2019 ``mpu/transformer.py``:

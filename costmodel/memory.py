@@ -114,6 +114,26 @@ def in_flight_microbatches(schedule: str, rank: int, pp: int, vpp: int, num_micr
     return float(min(pp - rank, m))
 
 
+def interleaved_held_act_bytes(chunk_act: tuple[float, ...], pp: int, rank: int, num_microbatches: int) -> float:
+    """Largest activation bytes an interleaved-1F1B rank holds at a forward, its chunks storing
+    ``chunk_act`` bytes per micro-batch each (chunk order): the warm-up's
+    ``2 (pp - rank - 1) + (v - 1) pp + 1`` chunk forwards (:func:`in_flight_microbatches`), then the
+    steady state's backward / forward pairs, forward ``i`` on chunk ``(i // pp) mod v`` and backward
+    ``j`` on chunk ``v - 1 - (j // pp) mod v`` (Megatron-LM ``schedules.py``
+    ``get_model_chunk_id``; torch's ``ScheduleInterleaved1F1B`` runs the same order). With chunks of
+    one depth this is :func:`in_flight_microbatches` times a chunk; with unequal chunks (the embedding
+    or head in the first or last) the deeper one can be in flight more often than its share. The held
+    set repeats every ``pp v`` pairs, so the pairs past one period and the warm-up's length add nothing."""
+    v, m = len(chunk_act), num_microbatches
+    warm = min(m * v, 2 * (pp - rank - 1) + (v - 1) * pp + 1)
+    held = sum(chunk_act[(i // pp) % v] for i in range(warm))
+    peak = held
+    for j in range(min(m * v - warm, warm + 2 * pp * v)):
+        held += chunk_act[((warm + j) // pp) % v] - chunk_act[v - 1 - (j // pp) % v]
+        peak = max(peak, held)
+    return peak
+
+
 def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """Activation bytes an eager (uncompiled) PyTorch block stores beyond the fused-kernel bookkeeping
     of :func:`transformer_activation_bytes`, for one micro-batch on one GPU. Per token:
@@ -127,6 +147,12 @@ def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
       instead of 4kv: +4(q − kv)/t.
     - SwiGLU as ``silu(gate(x)) * up(x)``: autograd keeps gate, silu(gate), up and their product
       (8f) where the fused SwiGLU keeps its 4f input and the 2f product (6f): +2f/t (×top-k).
+    - The tanh GELU written op by op (``gelu_tanh``: transformers ``NewGELUActivation``, GPT-2):
+      autograd keeps ``pow``'s input x, ``tanh``'s output, and both factors of the final product,
+      ``0.5 x`` and ``1 + tanh(...)`` (8f), beside the down projection's input (2f), where one GELU
+      kernel keeps its input and the projection's (4f): +6f/t. Measured with saved-tensor hooks on
+      GPT-2 medium's block in bf16 (60.06h bytes per token at f = 4h, s = 1024, against 34.06h
+      fused: this term and the attention output's contiguous copy, 2h, below the check's band).
 
     Measured on ``planner.runtime.models.Block`` with torch's saved-tensor hooks (Llama 3.1 8B shape,
     bf16: 28h + 8f + 4a bytes per token against 18h + 6f + 4a + 2kv·2 fused), on PyTorch's CPU
@@ -136,7 +162,8 @@ def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     h, q = layer.hidden_size, layer.num_heads * layer.head_dim
     kv = layer.num_kv_heads * layer.head_dim
     norms = (3 if layer.cross_attention else 2) * (6 * h if layer.norm == "rmsnorm" else 0)
-    split = 4 * (q - kv) + (2 * layer.ffn_hidden_size * max(1, layer.moe_top_k) if layer.ffn_act == "swiglu" else 0)
+    act = {"swiglu": 2, "gelu_tanh": 6}.get(layer.ffn_act, 0) * layer.ffn_hidden_size * max(1, layer.moe_top_k)
+    split = 4 * (q - kv) + act
     return cfg.tokens * (norms / cfg.sp_div + split / cfg.tp)
 
 

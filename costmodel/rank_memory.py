@@ -6,7 +6,9 @@ backward). Split from ``costmodel.step``, which sums them per rank; every term n
 from __future__ import annotations
 
 from costmodel.engines import EngineTerms, engine_terms
-from costmodel.memory import GIB, held_loss_bytes, in_flight_microbatches, model_state_bytes, stranded_logit_bytes
+from costmodel.memory import (
+    GIB, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
+)
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, ParallelConfig
@@ -49,14 +51,27 @@ def rank_memory(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -
 
 def _state_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
     """(dense, expert) (params, grads, optimizer states) bytes, each sharded over its group."""
-    dense_shard = cfg.dp * cfg.cp
+    dense_shard, expert_shard = cfg.dp * cfg.cp, max(1, cfg.dp * cfg.cp // cfg.ep)
+    if terms.fsdp2_low_zero:  # ZeRO 1-2 as FSDP2 (planner.runtime.fsdp)
+        dense = _fsdp2_low_zero_bytes(cfg, t.params - t.expert_params, dense_shard, terms)
+        return dense, _fsdp2_low_zero_bytes(cfg, t.expert_params, expert_shard, terms)
     sizes = FSDP2_STATE_BYTES if terms.fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
     zero = 2 if cfg.zero == 1 and terms.zero1_shards_grads else cfg.zero
     if zero == 2 and terms.pp_unsharded_grads:  # whole gradients accumulate across micro-batches
         zero = 1
     d = model_state_bytes(t.params - t.expert_params, dense_shard, zero, *sizes)
-    e = model_state_bytes(t.expert_params, max(1, dense_shard // cfg.ep), zero, *sizes)
+    e = model_state_bytes(t.expert_params, expert_shard, zero, *sizes)
     return d, e
+
+
+def _fsdp2_low_zero_bytes(cfg: ParallelConfig, params: float, shard: int, terms: EngineTerms) -> tuple[float, float, float]:
+    """(params, grads, optimizer states) bytes of ZeRO 1-2 run as FSDP2 (``EngineTerms.fsdp2_low_zero``):
+    the fp32 shards (:data:`FSDP2_STATE_BYTES` over ``shard``) plus the gathered ``param_bytes``
+    copy; under PP the gradients accumulate whole in fp32 (``EngineTerms.pp_unsharded_grads``)."""
+    p, g, o = model_state_bytes(params, shard, 3, *FSDP2_STATE_BYTES)
+    if terms.pp_unsharded_grads:
+        g = params * FSDP2_STATE_BYTES[1]
+    return p + params * cfg.param_bytes, g, o
 
 
 def _flight(cfg: ParallelConfig, rank: int) -> float:
@@ -64,6 +79,15 @@ def _flight(cfg: ParallelConfig, rank: int) -> float:
     if cfg.offload_activations:  # one micro-batch's stage on the GPU while the rest waits on the host
         flight = min(flight, 1.0)
     return flight
+
+
+def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) -> float:
+    """Activation bytes of the in-flight micro-batches at the rank's peak: ``flight`` whole stages, or
+    under interleaving with chunks of unequal depth the schedule's own largest held set
+    (``costmodel.memory.interleaved_held_act_bytes``)."""
+    if cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and t.chunk_act_bytes and not cfg.offload_activations:
+        return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches)
+    return flight * t.act_bytes
 
 
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
@@ -83,9 +107,10 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     flight = _flight(cfg, rank)
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
-    acts = flight * t.act_bytes + t.work_bytes
+    held = _held_act_bytes(cfg, t, rank, flight)
+    acts = held + t.work_bytes
     if terms.grads_freed_each_step:
-        acts, grads = _peak_phase(cfg, t, flight, grads, end_work)
+        acts, grads = _peak_phase(cfg, t, flight, held, grads, end_work)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     if cfg.schedule == "gpipe":
         acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
@@ -144,7 +169,7 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     return 0.0, 6 * table_elems
 
 
-def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, grads: float, end_work: float = 0.0) -> tuple[float, float]:
+def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0) -> tuple[float, float]:
     """(activations, gradients) bytes at the peak of a rank whose gradients are set to None every
     step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
@@ -159,8 +184,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, grads: float, e
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
     recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = (flight * t.act_bytes + t.work_bytes, grads if runs_more else 0.0)
-    end = (max(flight - 1.0 / cfg.vpp, 0.0) * t.act_bytes + max(t.work_bytes, end_work), grads)  # one chunk-micro-batch done
+    start = (held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
+    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + max(t.work_bytes, end_work), grads)  # one chunk-micro-batch done
     return start if sum(start) >= sum(end) else end
 
 

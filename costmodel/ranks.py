@@ -41,6 +41,10 @@ class RankSums:
     largest_layer_params: float
     boundary_bytes: float
     """Largest activation the rank sends to the next stage per micro-batch."""
+    chunk_act_bytes: tuple[float, ...] = ()
+    """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
+    interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
+    unequal numbers (``costmodel.memory.interleaved_held_act_bytes``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -81,6 +85,8 @@ class _Fold:
     """Key columns present in each type."""
     boundaries: tuple[tuple[tuple[int, float], ...], ...]
     """Per type, (key column of a chunk's last layer, spanning bytes per token) for its chunks."""
+    chunk_counts: tuple[np.ndarray, ...]
+    """Per type, layers of each key in each of its first rank's chunks (chunks x keys)."""
 
 
 def layer_keys(table: CostTable, cfg: ParallelConfig) -> np.ndarray:
@@ -118,7 +124,7 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
     bounds = table.bounds(sizes)
     per_chunk = cum[bounds[1:]] - cum[bounds[:-1]]
     types: dict[tuple, int] = {}
-    rank_type, rows, first, count, boundaries = [], [], [], [], []
+    rank_type, rows, first, count, boundaries, chunk_counts = [], [], [], [], [], []
     for r in range(pp):
         idx = list(range(r, pp * vpp, pp))
         row = per_chunk[idx].sum(axis=0)
@@ -129,11 +135,12 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
             first.append(r)
             count.append(0)
             boundaries.append(ends)
+            chunk_counts.append(per_chunk[idx])
         count[t] += 1
         rank_type.append(t)
     counts = np.array(rows)
     used = tuple(tuple(int(j) for j in np.flatnonzero(row)) for row in counts)
-    hit = table.memo[key] = _Fold(tuple(rank_type), tuple(first), tuple(count), counts, used, tuple(boundaries))
+    hit = table.memo[key] = _Fold(tuple(rank_type), tuple(first), tuple(count), counts, used, tuple(boundaries), tuple(chunk_counts))
     return hit
 
 
@@ -161,8 +168,10 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     sums = (fold.counts @ matrix).tolist()
     extras = _type_extras(table, fold, work, largest, out, local("none").tokens)
     n = len(_SUMMED)
+    act = matrix[:, _SUMMED.index("act_bytes")]
+    chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     types = tuple(
-        RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b)
-        for row, (w, p, b) in zip(sums, extras)
+        RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b, chunk_act_bytes=c)
+        for row, (w, p, b), c in zip(sums, extras, chunk_acts)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

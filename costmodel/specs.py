@@ -15,7 +15,12 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)
 
-FfnAct = Literal["gelu", "swiglu", "relu"]
+FfnAct = Literal["gelu", "gelu_tanh", "swiglu", "relu"]
+"""The MLP's activation: ``gelu`` is one kernel (``F.gelu``, Megatron's fused bias-GELU);
+``gelu_tanh`` is the tanh-approximated GELU written op by op in Python (transformers'
+``NewGELUActivation``, ``activation_function: gelu_new`` of GPT-2), whose intermediates autograd keeps
+(``costmodel.memory.eager_block_extra_bytes``) and whose ops each stream the tensor
+(``costmodel.layer_transformer.EAGER_GELU_TANH_ELEMENTS``)."""
 NormKind = Literal["layernorm", "rmsnorm"]
 Recompute = Literal["none", "selective", "full"]
 Schedule = Literal["1f1b", "interleaved-1f1b", "gpipe", "zb-h1"]

@@ -22,6 +22,16 @@ torchtitan's ``apply_fsdp`` shards MoE experts over ``dp_mod_ep``; the layer's o
 stay in the layer's unit over ``dp``. When the local experts do not split evenly over the shards (one
 expert per rank under ``ep = dp / 2``) dim 0 would leave some shards empty and others whole, so the
 experts are sharded along dim 1 instead, as torchtitan's ``_experts_shard_placement_fn`` does.
+
+The estimate follows this runtime, not the other way round: the cost model's ``native`` engine
+(``costmodel.engines``, ``costmodel.rank_memory``) prices every ZeRO level as run here, FSDP2 with
+fp32 sharded parameters, gradients and Adam states (ZeRO 1 as ZeRO 2), bf16 parameters gathered from
+forward to backward (ZeRO 0-2, and under PP, where ``torch.distributed.pipelining`` keeps them
+gathered until the step's gradient reduction) and, under PP, unsharded fp32 gradients accumulated
+across the micro-batches. Issue 21's "+31 % on ZeRO 1 under PP" was the memory check stopping its
+interleaved schedule before the steady state, where every chunk's accumulated gradients meet a full
+warm-up of activations (``planner.runtime.memcheck.step.steady_pairs``); measured there, the
+prediction is within the band.
 """
 
 from __future__ import annotations

@@ -107,10 +107,13 @@ def _unwrap(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def _ffn_act(raw: dict[str, Any], family: Family) -> FfnAct:
-    """``swiglu`` for gated families; otherwise ``relu`` or ``gelu`` from the activation name."""
+    """``swiglu`` for gated families; otherwise ``relu``, ``gelu_tanh`` (transformers' op-by-op
+    ``gelu_new``, GPT-2's) or ``gelu`` from the activation name."""
     if family.gated:
         return "swiglu"
     act = raw.get("hidden_act") or raw.get("activation_function") or "gelu"
+    if act == "gelu_new":
+        return "gelu_tanh"
     return "relu" if "relu" in str(act) else "gelu"
 
 

@@ -349,7 +349,7 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
     layer = TransformerLayer(
         name=name, hidden_size=h, num_heads=main.heads, num_kv_heads=main.kv_heads,
         head_dim=main.head_dim, ffn_hidden_size=ffn,
-        ffn_act="swiglu" if gated else ("relu" if any(op.op.endswith(("relu", "relu_")) for op in ops) else "gelu"),
+        ffn_act=_ffn_act(ops, gated),
         num_experts=moe.experts if moe else 0,
         moe_top_k=(_int_attr(list(module.modules()), _TOP_K_ATTRS) or DEFAULT_TOP_K) if moe else 0,
         shared_expert_ffn_hidden_size=shape[0] if moe and shape else 0,
@@ -371,3 +371,17 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
     if surplus < 0:
         return f"holds {-surplus:,} fewer parameters than the transformer layout read from it"
     return layer, surplus
+
+
+def _ffn_act(ops: list, gated: bool) -> str:
+    """The MLP activation the block's traced ops show: ``swiglu`` when gated; ``relu``; ``gelu_tanh``
+    where the tanh GELU runs op by op (a ``tanh`` beside a ``pow``: transformers'
+    ``NewGELUActivation``, GPT-2's ``gelu_new``); else ``gelu`` (one kernel)."""
+    if gated:
+        return "swiglu"
+    names = [op.op for op in ops]
+    if any(n.endswith(("relu", "relu_")) for n in names):
+        return "relu"
+    if any(n.endswith("tanh") for n in names) and any(n.endswith("pow") for n in names):
+        return "gelu_tanh"
+    return "gelu"

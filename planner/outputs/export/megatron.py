@@ -133,6 +133,8 @@ def _model_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
     args += _position_args(plan, model, notes)
     if b.ffn_act == "swiglu":
         args.append("--swiglu")
+    elif b.ffn_act == "gelu_tanh":
+        args.append("--openai-gelu")
     elif b.ffn_act == "relu":
         notes.append("the MLP uses ReLU; Megatron-LM's default is GeLU: set the activation yourself")
     args += ["--normalization", "RMSNorm" if b.norm == "rmsnorm" else "LayerNorm"]

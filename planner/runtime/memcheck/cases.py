@@ -93,20 +93,37 @@ class Case:
     model: str
     config: dict[str, Any] = field(default_factory=dict)
     cluster: str = "dgx-h100"
+    search: dict[str, Any] | None = None
+    """``planner.plan`` keywords (gpus, batch, sequence, constraints): the case is the plan the
+    native search picks for them, not ``config``."""
 
 
-def mixtral_config_path() -> str:
-    """Mixtral 8x7B's config.json, written once per process into a temporary folder."""
-    path = Path(tempfile.gettempdir()) / "meshplan-memcheck" / "mixtral-8x7b" / "config.json"
+GPT2_MEDIUM_CONFIG = dict(
+    architectures=["GPT2LMHeadModel"], model_type="gpt2", n_embd=1024, n_layer=24, n_head=16, n_inner=None,
+    vocab_size=50257, n_positions=1024, activation_function="gelu_new", tie_word_embeddings=True,
+)
+"""openai-community/gpt2-medium/config.json (the fields the model's shape depends on; dropout 0.1 by
+default): tied head, learned positions, Conv1D projections, the op-by-op tanh GELU."""
+CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG}
+
+
+def config_path(name: str) -> str:
+    """``CONFIGS[name]`` as a config.json, written once per process into a temporary folder."""
+    path = Path(tempfile.gettempdir()) / "meshplan-memcheck" / name.removesuffix(".json") / "config.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(MIXTRAL_8X7B_CONFIG, indent=1)
+    text = json.dumps(CONFIGS[name], indent=1)
     if not path.is_file() or path.read_text() != text:
         path.write_text(text)
     return str(path)
 
 
+def mixtral_config_path() -> str:
+    """Mixtral 8x7B's config.json (:func:`config_path`)."""
+    return config_path("mixtral-8x7b.json")
+
+
 def _model_arg(model: str) -> str:
-    return mixtral_config_path() if model == "mixtral-8x7b.json" else model
+    return config_path(model) if model in CONFIGS else model
 
 
 def case_model(case: Case) -> str:
@@ -125,6 +142,10 @@ def case_plan(case: Case) -> Plan:
     from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
     arg = _model_arg(case.model)
+    if case.search is not None:
+        from planner.plans.build import plan
+
+        return plan(model=arg, cluster=case.cluster, target="native", **case.search)
     spec, cluster = resolve_model_arg(arg), resolve_cluster_arg(case.cluster)
     cfg = ParallelConfig(**case.config)
     est = estimate_step(build_cost_table(spec, cluster), cfg)
@@ -147,6 +168,7 @@ CASES: tuple[Case, ...] = (
     Case("gpt16b-pp4-dp2-gpipe-full", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, schedule="gpipe", recompute="full", global_batch=8, seq_len=4096)),
     Case("gpt16b-pp4-dp2-1f1b", "megatron-gpt-16b", dict(pp=4, dp=2, zero=1, global_batch=16, seq_len=4096)),
     Case("mixtral-fsdp8-zero3", "mixtral-8x7b.json", dict(dp=8, zero=3, global_batch=8, seq_len=4096)),
+    Case("gpt2-medium-dp8-zero2", "gpt2-medium.json", dict(dp=8, zero=2, global_batch=16, seq_len=1024)),
     Case("custom-tp2-dp4-zero2", "planner.runtime.memcheck.cases:custom_lm", dict(tp=2, dp=4, sp=True, zero=2, global_batch=8, seq_len=4096)),
 )
 """Every split the oracle covers: FSDP (ZeRO 3), TP with SP, TP x DP (ZeRO 1, 2), the recompute
@@ -157,7 +179,7 @@ What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prin
   shape, which the tracker counted (``memcheck_step._untracked_propagation``); the loss was not
   vocabulary-parallel under PP; the step stopped before the phases that set the real peak (a second
   micro-batch without PP, the steady state with PP);
-- in the cost model (torchtitan engine terms, ``costmodel.engines``): the peak is the larger of two
+- in the cost model (the native engine = torchtitan's memory terms, ``costmodel.engines``): the peak is the larger of two
   phases, since gradients are freed each step (their blocks stay in the allocator's cache, a GPU-only
   term); ZeRO 1 runs as FSDP2 ZeRO 2; gradients accumulate unsharded under PP; DTensor SP keeps the
   gathered projection inputs; DTensor's vocabulary-parallel embedding computes a full-vocabulary
@@ -166,17 +188,19 @@ What the oracle found, and what was fixed where (``bench/memory_oracle.py`` prin
 
 
 PLANNED: tuple[Case, ...] = (
-    Case("planned-llama8b-16gpu-tp2-pp2", "llama3.1-8b", dict(
-        tp=2, pp=2, dp=4, sp=True, zero=1, vpp=8, micro_batch=2, schedule="interleaved-1f1b", global_batch=64, seq_len=4096,
-        stage_layers=(4, 1, *[2] * 13, 4))),
-    Case("planned-llama70b-64gpu-tp8-pp2", "llama3.1-70b", dict(
-        tp=8, pp=2, dp=4, sp=True, zero=1, vpp=8, micro_batch=1, schedule="interleaved-1f1b", global_batch=128, seq_len=4096,
-        stage_layers=(7, 4, *[5] * 13, 7))),
-    Case("planned-llama70b-64gpu-tp8-pp2-zero3", "llama3.1-70b", dict(
-        tp=8, pp=2, dp=4, sp=True, zero=3, vpp=8, micro_batch=1, schedule="interleaved-1f1b", global_batch=128, seq_len=4096,
-        stage_layers=(7, 4, *[5] * 13, 7))),
+    Case("planned-llama8b-16gpu-tp2-pp2", "llama3.1-8b", search=dict(gpus=16, global_batch=64, seq_len=4096, tp=2, pp=2)),
+    Case("planned-llama70b-64gpu-tp8-pp2", "llama3.1-70b", search=dict(gpus=64, global_batch=128, seq_len=4096, tp=8, pp=2)),
+    Case("planned-llama8b-8gpu-zero3", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=8192, zero=3)),
+    Case("planned-llama8b-8gpu-zero2", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=8192, zero=2)),
+    Case("planned-llama8b-8gpu-pp4", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, pp=4, vpp=1)),
+    Case("planned-llama8b-8gpu-tp4-pp2", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, tp=4, pp=2, vpp=1)),
+    Case("planned-gpt2-medium-8gpu", "gpt2-medium.json", search=dict(gpus=8, global_batch=64, seq_len=1024)),
 )
-"""Planner-chosen cases: what ``meshplan plan --target native`` picks for issue 21's reproductions
-(``--model llama3.1-8b --cluster dgx-h100 --gpus 16 --global-batch 64 --seq-len 4096 --tp 2 --pp 2``;
-``llama3.1-70b``, 64 GPUs, batch 128, ``--tp 8 --pp 2``), and the 70B zero-3 plan the search picked
-before the native runtime's resharding was modelled. ``bench/memory_oracle.py --planned`` measures them."""
+"""Planner-chosen cases: the plans ``meshplan plan --target native`` picks, searched when the case is
+built (``Case.search``), for issue 21's two reproductions (``--model llama3.1-8b --cluster dgx-h100
+--gpus 16 --global-batch 64 --seq-len 4096 --tp 2 --pp 2``: interleaved 1F1B, ZeRO 1, TP + SP;
+``llama3.1-70b``, 64 GPUs, batch 128, ``--tp 8 --pp 2``) and for the splits the acceptance names:
+ZeRO 3 and ZeRO 2 (the search's TP x FSDP plans on 8 GPUs), a 4-stage pipeline with several
+micro-batches in flight, TP + SP under a 2-stage 1F1B pipeline, and GPT-2 medium from its
+config.json (transformers' module: tied head, learned positions, op-by-op tanh GELU, dropout). ``bench/memory_oracle.py --planned``
+measures them; the plan's own per-GPU figure is the native engine's, which the check predicts with."""

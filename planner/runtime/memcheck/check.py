@@ -73,10 +73,11 @@ class MemoryCheck(BaseModel):
     notes: list[str]
 
 
-PREDICT_ENGINE = "torchtitan"
-"""The cost model's engine for the stack the check runs: eager PyTorch, FSDP2 mixed precision
-(fp32 sharded parameters), ``F.cross_entropy`` on fp32 logits (``costmodel.engines``); it is the
-stack ``planner.apply`` runs."""
+PREDICT_ENGINE = "native"
+"""The cost model's engine for the stack the check runs: ``native``, whose memory terms are the
+native runtime's (eager PyTorch, FSDP2 mixed precision for every ZeRO level, ``F.cross_entropy`` on
+fp32 logits, torch pipelining: ``costmodel.engines``), so that a native plan's per-GPU figure is the
+check's ``predicted_gpu_peak_gib`` of its largest rank."""
 
 
 def _predicted(plan: Plan, spec: Any) -> Any:

@@ -7,9 +7,12 @@ The step is what the plan's schedule makes this rank do, in the order that sets 
   its activations before the next, and from the second on they meet the gradients accumulated so
   far), then AdamW;
 - with pipelining, the forwards the schedule runs before this rank's first backward, the first
-  backward, then (when micro-batches remain) one steady-state forward, which again holds the full
-  warm-up's micro-batches but now beside the gradients the first backward accumulated, then the
-  backwards in the schedule's order, as ``torch.distributed.pipelining`` does it: GPipe holds all
+  backward, then (when micro-batches remain) the steady state's backward / forward pairs until
+  every local chunk has run a backward (:func:`steady_pairs`): each steady forward again holds the
+  full warm-up's micro-batches, now beside the gradients of every chunk that has run a backward, and
+  from the last of these pairs on the rank's memory repeats pair by pair (an interleaved rank's
+  first backward accumulates only its last chunk's gradients, so one pair would miss the others'),
+  then the remaining backwards in the schedule's order, as ``torch.distributed.pipelining`` does it: GPipe holds all
   ``m`` micro-batches; 1F1B and ZB-H1 ``min(pp - r, m)`` (Narayanan et al. 2021 §2.2.1);
   interleaved 1F1B the warm-up of Megatron-LM's ``schedules.py``, ``2 (pp - r - 1) + (v - 1) pp``
   chunk forwards plus one, forward chunk ``(i // pp) mod v``, backward chunk ``v - 1 - (j // pp) mod v``.
@@ -104,6 +107,37 @@ def _untracked_propagation(tracker: _PeakTracker) -> Iterator[None]:
         ShardingPropagator._propagate_tensor_meta_non_cached = original  # type: ignore[method-assign]
 
 
+@contextlib.contextmanager
+def _gpu_attention_kernels() -> Iterator[None]:
+    """Run SDPA as a GPU runs it: with attention dropout, in the fused kernel.
+
+    On CUDA, SDPA with ``dropout_p > 0`` runs FlashAttention-2 or the memory-efficient kernel, which
+    draw the dropout mask inside the kernel and keep for backward only the output, the log-sum-exp and
+    the RNG seed and offset (torch/nn/attention ``sdp_kernel`` backends; Dao 2023, FlashAttention-2
+    §3.1; ``aten/src/ATen/native/transformers/cuda/sdp_utils.cpp``: flash accepts dropout). The CPU
+    flash kernel has no dropout (``sdp_utils_cpp.cpp``), so on the CPU tensors the check runs torch
+    falls back to the math path, which stores the s x s probabilities, the dropout mask and the
+    dropped probabilities of every head (GPT-2's ``attn_pdrop`` 0.1: +98 KiB per token and block at
+    s = 1024, 16 heads, bf16) that no GPU run holds. For the tracked step ``F.scaled_dot_product_attention``
+    is called with ``dropout_p = 0``, which takes the CPU flash kernel: the same saved tensors as the
+    GPU's kernel with dropout (the RNG state aside: two scalars)."""
+    import torch.nn.functional as F
+
+    original = F.scaled_dot_product_attention
+
+    def fused(*args: Any, **kwargs: Any) -> Any:
+        if len(args) > 4:
+            args = (*args[:4], 0.0, *args[5:])
+        kwargs = {**kwargs, "dropout_p": 0.0} if len(args) <= 4 else kwargs
+        return original(*args, **kwargs)
+
+    F.scaled_dot_product_attention = fused
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = original
+
+
 @dataclass(frozen=True)
 class Action:
     """Forward (``F``) or backward (``B``) of local chunk ``chunk`` for micro-batch ``micro``."""
@@ -115,9 +149,16 @@ class Action:
     """The chunk's last backward of the step: gradients are reduced (FSDP2 sync)."""
 
 
+def steady_pairs(pp: int, v: int, remaining: int) -> int:
+    """Steady-state (backward, forward) pairs a rank runs before its memory repeats: until each of
+    its ``v`` chunks has run one backward, i.e. ``(v - 1) pp + 1`` backwards (backward chunk
+    ``v - 1 - (j // pp) mod v``), at most the ``remaining`` forwards after the warm-up."""
+    return min(remaining, (v - 1) * pp + 1)
+
+
 def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
-    """The actions of pipeline rank ``pp_rank`` up to its steady state, then each chunk's last
-    micro-batch (see the module docstring for the orders and their sources)."""
+    """The actions of pipeline rank ``pp_rank`` through its steady state (:func:`steady_pairs`),
+    then each chunk's last micro-batch (see the module docstring for the orders and their sources)."""
     pp, v, m = plan.mesh.pp, plan.schedule.virtual_stages, plan.schedule.num_microbatches
     if pp == 1:  # micro-batches one after the other, each reduced (Runtime); the second meets the first's gradients
         return [a for mb in range(min(m, 2)) for a in (Action("F", 0, mb), Action("B", 0, mb, last=True))]
@@ -128,16 +169,17 @@ def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
         flight = min(m * v, 2 * (pp - pp_rank - 1) + (v - 1) * pp + 1)
     else:
         flight = min(pp - pp_rank, m)
-    fwd = [_chunk_micro(i, pp, v, forward=True) for i in range(flight)]
-    steady = [_chunk_micro(flight, pp, v, forward=True)] if flight < m * v else []
-    bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight + len(steady))]
-    done = set(fwd + steady)
-    order = [x for x in bwd if x in done] + [x for x in fwd + steady if x not in set(bwd)]  # then drain the rest
-    actions = [Action("F", c, mb) for c, mb in fwd] + [Action("B", *order[0], last=order[0][1] == m - 1)]
-    actions += [Action("F", c, mb) for c, mb in steady] + [Action("B", c, mb, last=mb == m - 1) for c, mb in order[1:]]
-    fwd = fwd + steady
+    pairs = steady_pairs(pp, v, m * v - flight)
+    fwd = [_chunk_micro(i, pp, v, forward=True) for i in range(flight + pairs)]
+    bwd = [_chunk_micro(j, pp, v, forward=False) for j in range(flight + pairs)]
+    done = set(fwd)
+    order = [x for x in bwd if x in done] + [x for x in fwd if x not in set(bwd)]  # the schedule's order, then drain the rest
+    actions = [Action("F", c, mb) for c, mb in fwd[:flight]]
+    for j in range(pairs):  # steady state: backward, then the next forward
+        actions += [Action("B", *order[j], last=order[j][1] == m - 1), Action("F", *fwd[flight + j])]
+    actions += [Action("B", c, mb, last=mb == m - 1) for c, mb in order[pairs:]]
     for chunk in range(v):
-        if (chunk, m - 1) not in set(fwd):
+        if (chunk, m - 1) not in done:
             actions += [Action("F", chunk, m - 1), Action("B", chunk, m - 1, last=True)]
     return actions
 
@@ -206,11 +248,12 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
         opt.step()
         opt.zero_grad(set_to_none=True)
         tracker = _PeakTracker(build.stages, opt)
-        with tracker, _untracked_propagation(tracker):
+        with tracker, _untracked_propagation(tracker), _gpu_attention_kernels():
             held: dict[tuple[int, int], torch.Tensor] = {}
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
                 if act.kind == "F":
+                    tracker.reset_mod_stats()  # per-module stats only (the rank's peak is kept): a chunk runs once per micro-batch
                     with _loss_context(build):
                         out = stage(_inputs(build, act.chunk, plan, boundaries))
                         if build.chunks[act.chunk] == last_chunk:

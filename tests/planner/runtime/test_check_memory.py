@@ -29,7 +29,7 @@ def _first_backward(actions) -> int:
 
 def test_schedules_hold_their_in_flight_micro_batches() -> None:
     """1F1B rank r holds min(pp - r, m) forwards at its first backward, GPipe all m, interleaved
-    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one, then one steady-state forward;
+    1F1B Megatron's warm-up 2(pp - r - 1) + (v - 1)pp plus one, then steady-state pairs;
     every chunk ends on a synced backward."""
     base = dict(dp=1, global_batch=8, seq_len=128)
     one = _plan({**base, "pp": 4})
@@ -55,6 +55,29 @@ def test_schedules_hold_their_in_flight_micro_batches() -> None:
     # without pipelining a second micro-batch meets the first one's gradients
     assert [a.kind for a in schedule_actions(_plan(base), 0)] == ["F", "B", "F", "B"]
     assert [a.kind for a in schedule_actions(_plan({**base, "global_batch": 1}), 0)] == ["F", "B"]
+
+
+def test_interleaved_steady_state_reaches_every_chunks_gradients() -> None:
+    """An interleaved rank's steady state runs until each local chunk has run a backward, each
+    steady forward bringing the in-flight chunk-micro-batches back to the warm-up's count: from there
+    on the rank holds every chunk's gradients beside a full warm-up (its periodic peak)."""
+    pp, v, m = 2, 4, 8
+    plan = _plan(dict(dp=1, pp=pp, vpp=v, schedule="interleaved-1f1b", global_batch=m, seq_len=128))
+    acts = schedule_actions(plan, 0)
+    flight = 2 * (pp - 1) + (v - 1) * pp + 1
+    held: set[tuple[int, int]] = set()
+    backed: set[int] = set()
+    full_with_all_grads = False
+    for a in acts:
+        if a.kind == "F":
+            held.add((a.chunk, a.micro))
+            full_with_all_grads |= len(held) == flight and backed == set(range(v))
+        else:
+            held.remove((a.chunk, a.micro))
+            backed.add(a.chunk)
+    assert full_with_all_grads and not held
+    one_pair_short = [a for a in acts if a.kind == "B"][: (v - 1) * pp]
+    assert {a.chunk for a in one_pair_short} != set(range(v))  # fewer pairs would not reach chunk 0
 
 
 def test_extrapolated_depth_equals_full_depth() -> None:
@@ -162,6 +185,32 @@ def test_eager_block_bytes_are_what_autograd_keeps(preset: str) -> None:
     table = build_cost_table(spec.model_copy(update={"layers": (spec.layers[0], layer, *spec.layers[2:])}), resolve_cluster_arg("dgx-h100"))
     stored, _ = block_activation_bytes(layer, local_config(table, cfg, "none"), [])
     assert stored == pytest.approx(sum(saved.values()), rel=0.01)
+
+
+def test_attention_dropout_is_measured_in_the_fused_kernel() -> None:
+    """SDPA with dropout keeps no s x s tensor on a GPU (the fused kernels draw the mask inside);
+    on the CPU tensors of the check torch would take its math path, which keeps the probabilities
+    and the mask: the tracked step runs SDPA as the GPU does."""
+    import torch
+    import torch.nn.functional as F
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from planner.runtime.memcheck.step import _gpu_attention_kernels
+
+    seq, heads = 512, 4
+
+    def largest_saved() -> int:
+        sizes: list[int] = []
+        with FakeTensorMode():
+            q, k, v = (torch.empty(1, heads, seq, 64, dtype=torch.bfloat16, requires_grad=True) for _ in range(3))
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: sizes.append(t.numel()) or t, lambda t: t):
+                F.scaled_dot_product_attention(q, k, v, dropout_p=0.1, is_causal=True)
+        return max(sizes)
+
+    assert largest_saved() >= heads * seq * seq  # the math path's probabilities
+    with _gpu_attention_kernels():
+        assert largest_saved() == heads * seq * 64  # q, k, v and the output only
+    assert F.scaled_dot_product_attention.__name__ == "scaled_dot_product_attention"  # restored
 
 
 def test_prediction_is_for_the_module_torch_runs() -> None:

@@ -114,7 +114,7 @@ def test_gpt2_small_aliases_learned_positions_tied(tmp_path: Path) -> None:
     assert count_params(spec) == 124_439_808
     assert spec.tied_embeddings and spec.layers[0].max_positions == 1024
     block = blocks(spec)[0]
-    assert block.ffn_hidden_size == 3072 and block.ffn_act == "gelu" and block.dropout
+    assert block.ffn_hidden_size == 3072 and block.ffn_act == "gelu_tanh" and block.dropout  # gelu_new: op by op
     assert block.qkv_bias and block.out_bias and block.mlp_bias and block.norm == "layernorm"
 
 
