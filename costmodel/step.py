@@ -111,7 +111,7 @@ def view_key(cfg: ParallelConfig, recompute: str) -> tuple:
     building and hashing a :class:`LocalConfig` per option (keep it in step with ``local_config``;
     ``tests/costmodel/test_view_key.py`` changes every field and checks that a changed view changes
     the key)."""
-    return (recompute, cfg.micro_batch, cfg.seq_len, cfg.tp, cfg.cp, cfg.ep, cfg.sp, cfg.attention, cfg.zero == 3,
+    return (recompute, cfg.micro_batch, cfg.seq_len, cfg.tp, cfg.cp, cfg.ep, cfg.sp, cfg.attention, cfg.zero == 3, cfg.zero in (1, 2),
             cfg.dp * cfg.cp if cfg.zero == 3 else 0, cfg.pp > 1, cfg.engine, cfg.compile, cfg.loss_fusion,
             cfg.grad_reduce_bytes, cfg.tp_comm_overlap, cfg.zero3_bucket_params, cfg.overlap_param_gather, cfg.precision,
             cfg.tp_async_backward, cfg.grad_accum_fusion)
