@@ -98,9 +98,10 @@ def _shard(stage: nn.Module, dp_mesh: object, zero: int, tied: bool, mixed: bool
     fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard, mp_policy=policy)
 
 
-def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTensorMode) -> RankBuild:
+def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTensorMode, tokens: bool = True) -> RankBuild:
     """Apply ``plan`` to ``module`` (on ``meta``) as pipeline rank ``pp_rank`` and materialise its
-    chunks as fake tensors in ``fake_mode``. The fake world must be started (:func:`start_fake_world`)."""
+    chunks as fake tensors in ``fake_mode``. The fake world must be started (:func:`start_fake_world`).
+    ``tokens``: the model reads token ids (its loss is vocab-parallel under tp, as ``planner.apply``'s)."""
     from planner.runtime.layers import map_layers
     from planner.runtime.mesh import build_mesh
     from planner.runtime.stage import build_stages
@@ -113,7 +114,7 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
     pmesh = build_mesh(plan, FAKE_DEVICE.type, dist.get_world_size())
     chunks = [k for k in range(len(plan.stages)) if k % m.pp == pp_rank]
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
-    loss_parallel = m.tp > 1
+    loss_parallel = m.tp > 1 and tokens
     tp_mesh = pmesh.mesh["tp"] if m.tp > 1 else None
     if m.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
