@@ -29,7 +29,6 @@ import torch.distributed as dist
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from planner.errors import InputError
 from planner.plans.schema import Plan
 
 FAKE_DEVICE = torch.device("cpu")
@@ -108,9 +107,11 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
 
     m = plan.mesh
     lmap = map_layers(module, plan)
-    if lmap.tied and (m.tp > 1 or m.pp > 1):
-        raise InputError(f"the model ties its embedding and head weights; the native runtime splits tied weights "
-                         f"neither over tp nor over pipeline stages (plan has tp {m.tp}, pp {m.pp})")
+    tied = lmap.tied
+    if tied and (m.tp > 1 or m.pp > 1):  # the head gets its own copy, as planner.apply does (planner.runtime.tied)
+        from planner.runtime.tied import untie
+
+        module, tied = untie(module, lmap)[0], False
     pmesh = build_mesh(plan, FAKE_DEVICE.type, dist.get_world_size())
     chunks = [k for k in range(len(plan.stages)) if k % m.pp == pp_rank]
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
@@ -124,7 +125,7 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
     mixed = uses_mixed_precision(plan)
     if m.dp > 1 or mixed:
         for stage in stages:
-            _shard(stage, pmesh.dp_mesh(), m.zero, lmap.tied, mixed)
+            _shard(stage, pmesh.dp_mesh(), m.zero, tied, mixed)
     with fake_mode:
         for stage in stages:
             stage.to_empty(device=FAKE_DEVICE)

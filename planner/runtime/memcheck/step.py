@@ -214,6 +214,9 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
                 if act.kind == "F":
+                    # FSDPMemTracker refuses a root module's second forward as "multiple iterative calls";
+                    # its per-module stats are never read here (only the rank's peak), so drop the root's
+                    tracker.memory_tracking.pop(stage, None)
                     with _loss_context(build):
                         out = stage(_inputs(build, act.chunk, plan, boundaries, task))
                         if build.chunks[act.chunk] == last_chunk:

@@ -27,6 +27,7 @@ import torch.multiprocessing as mp
 from differential_draw import Draw
 from equality import _PRELOAD, STEPS, SEED, free_port
 
+CLI = Path(__file__).resolve().parents[3] / "cli.py"
 RTOL = 1e-3
 """Relative tolerance on each step's loss (fp32; the issue's acceptance figure)."""
 
@@ -45,7 +46,7 @@ class Outcome:
     def replay(self, folder: str) -> str:
         """The shell commands that reproduce this draw: write the plan, check its memory, then run it."""
         model = shlex.quote(self.draw.model)
-        run = (f"torchrun --standalone --nproc-per-node {self.draw.world} -m cli run plan.json "
+        run = (f"torchrun --standalone --nproc-per-node {self.draw.world} {CLI} run plan.json "
                f"--model {model} --steps {STEPS} --seed {SEED}")
         return f"(cd {folder} && {self.draw.command} && meshplan check-memory plan.json --model {model} && {run})"
 
