@@ -59,9 +59,9 @@ def rank_gpu(plan: Plan, rank: int) -> tuple[int, int]:
 
 def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inject: dict[int, float]) -> RunRecord | None:
     """Train ``plan`` (whole-model replicas, uneven shares allowed) for ``steps`` steps; rank 0's record."""
-    from planner.runtime.apply import default_optimizer, next_token_loss
-    from planner.runtime.init import synthetic_tokens, vocab_size
+    from planner.runtime.apply import default_optimizer
     from planner.runtime.models import build_model
+    from planner.runtime.tasks import task_for
 
     world, rank = dist.get_world_size(), dist.get_rank()
     check_share_plan(plan, world)
@@ -71,12 +71,13 @@ def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inje
         raise InputError(f"--inject-slowdown names rank {max(inject)}, the world has ranks 0..{world - 1}")
     torch.manual_seed(seed)
     module = build_model(arg, trace=plan.model.trace, device="cpu")
+    batch, seq = plan.request.global_batch, plan.request.seq_len
+    task = task_for(arg, module, seq)
     runtime = ShareRuntime(module=module, optimizer=default_optimizer(list(module.parameters())), counts=plan_counts(plan),
-                           micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=next_token_loss, speed=inject.get(rank, 1.0))
-    vocab, batch, seq = vocab_size(module), plan.request.global_batch, plan.request.seq_len
+                           micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=task.loss, speed=inject.get(rank, 1.0))
     losses, times = [], []
     for step in range(steps):
-        tokens = synthetic_tokens(seed, step, batch, seq, vocab)
+        tokens = task.batch(seed, step, batch, seq)
         dist.barrier()
         start = time.perf_counter()
         losses.append(runtime.step(tokens))
