@@ -10,7 +10,7 @@ applies tensor / sequence parallelism (:mod:`~planner.runtime.tensor_parallel`),
 
 Parameters may live on ``meta`` (with any backend, the fake one included): nothing is materialised
 here. :func:`planner.runtime.init.materialize` gives them values (``meshplan run`` does it from a
-seed). The returned :class:`Runtime` runs a training step (``step(tokens) -> loss``) and exposes
+seed). The returned :class:`Runtime` runs a training step (``step(batch) -> loss``) and exposes
 the local stage modules for custom loops.
 """
 
