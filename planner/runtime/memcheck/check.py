@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from planner.plans.schema import Plan
@@ -177,7 +178,29 @@ def _measure_rank(plan: Plan, arg: Any, spec: Any, pp_rank: int, shallow: bool, 
             runs.append(_measure(small_plan, lambda: shallow_module(arg, small, depth), pp_rank, task))
         if is_affine(runs):
             return extrapolate(runs, rank_blocks(plan, spec, pp_rank)), True
-    return _measure(plan, lambda: build_model(arg, plan.model.trace), pp_rank, task), False
+    return _measure(plan, lambda: _full_module(arg, plan.model.trace), pp_rank, task), False
+
+
+def _in_compute_dtype(module: Any, plan: Plan) -> Any:
+    """``module`` (on meta) in bf16 when the plan computes in bf16, as FSDP2's mixed precision runs it
+    (transformers' ``grouped_mm`` experts take bf16 only)."""
+    from planner.runtime.memcheck.build import uses_mixed_precision
+
+    return module.to(torch.bfloat16) if uses_mixed_precision(plan) else module
+
+
+def _full_module(arg: Any, trace: bool) -> Any:
+    """The plan's module at full depth. A transformers mixture-of-experts model runs its experts
+    with transformers' default ``grouped_mm`` implementation, as the shallow copies do
+    (:func:`planner.runtime.memcheck.depth.shallow_module`): the ``eager`` loop the runtime builds
+    picks each expert's tokens with ``nonzero``, whose output shape fake tensors cannot know."""
+    from planner.runtime.models import build_model
+
+    module = build_model(arg, trace)
+    experts = any(p.ndim == 3 for p in module.parameters())
+    if experts and getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+        module.set_experts_implementation("grouped_mm")
+    return module
 
 
 def _measure(plan: Plan, make_module: Any, pp_rank: int, task: Any) -> dict[str, float]:
@@ -188,7 +211,7 @@ def _measure(plan: Plan, make_module: Any, pp_rank: int, task: Any) -> dict[str,
     from planner.runtime.memcheck.build import build_rank, start_fake_world
     from planner.runtime.memcheck.step import boundary_shapes, measure_step
 
-    boundaries = boundary_shapes(make_module(), plan, task) if plan.mesh.pp > 1 else {}
+    boundaries = boundary_shapes(_in_compute_dtype(make_module(), plan), plan, task) if plan.mesh.pp > 1 else {}
     start_fake_world(plan)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
     build = build_rank(plan, make_module(), pp_rank, fake_mode, tokens=task.vocab is not None)
