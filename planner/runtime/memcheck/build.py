@@ -68,7 +68,24 @@ def start_fake_world(plan: Plan) -> None:
     m = plan.mesh
     if dist.is_initialized():
         dist.destroy_process_group()
+    _forget_old_meshes()
     dist.init_process_group("fake", rank=0, world_size=m.dp * m.tp * m.pp * m.cp, store=FakeStore())
+
+
+def _forget_old_meshes() -> None:
+    """Clear DTensor's sharding-propagation caches (C++ and Python) and its redistribution cache. A ``DeviceMesh`` compares equal
+    to any mesh of the same shape and names whatever its process groups (``DeviceMesh.__eq__``,
+    torch/distributed/device_mesh.py), so results cached in an earlier fake world would hand a later
+    one a mesh whose groups were destroyed ("Could not resolve the process group registered under the
+    name ..." after a few hundred checks in one process)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._redistribute import _gen_transform_infos
+
+    torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ dispatch fast path's cache
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    propagator.propagate_op_sharding.cache_clear()
+    propagator._propagate_tensor_meta_cached.cache_clear()
+    _gen_transform_infos.cache_clear()
 
 
 def stop_fake_world() -> None:
