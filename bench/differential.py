@@ -57,8 +57,9 @@ def main(argv: list[str] | None = None) -> int:
           f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
     print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
     checked = [o for o in outcomes if o.memory]
-    worst = max((abs(p / m - 1) for o in checked for _, m, p in o.memory if m), default=0.0)
-    print(f"check-memory: figures for {len(checked)} plans, largest |predicted / measured - 1| {worst:.1%}, "
+    errors = sorted(((p / m - 1, o.draw.name, r) for o in checked for r, m, p in o.memory if m), key=lambda e: abs(e[0]))
+    worst = f"{errors[-1][0]:+.1%} ({errors[-1][1]}, pipeline rank {errors[-1][2]})" if errors else "none"
+    print(f"check-memory: figures for {len(checked)} plans, largest predicted / measured - 1 {worst}, "
           f"{time.perf_counter() - ran:.0f} s")
     print(f"drawing {drew:.0f} s, total {time.perf_counter() - start:.0f} s; models and results in {folder}")
     for o in outcomes:
