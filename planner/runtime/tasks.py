@@ -88,17 +88,40 @@ def task_for(arg: Any, module: nn.Module, seq_len: int) -> Task:
     features of the shape its factory's ``make_inputs`` gives and targets of its output's shape."""
     from planner.intake.trace.units import find_units
 
-    first = next(u.path for u in find_units(module).units.values() if not u.light)
-    if reads_tokens(module, first):
+    paths = [u.path for u in find_units(module).units.values() if not u.light]
+    if reads_tokens(module, paths[0]):
         return Task(vocab=vocab_size(module))
     sample = feature_sample(arg, seq_len)
-    device = next(module.parameters()).device
-    with torch.no_grad():
-        out = module(torch.zeros((1, *sample), device=device))
+    x = torch.zeros((2, *sample), device=next(module.parameters()).device)  # 2 rows: BatchNorm needs more than one value
+    try:
+        with torch.no_grad():
+            out = module(x)
+    except Exception as err:
+        raise InputError(f"model {arg} fails on its make_inputs shape {list(x.shape)}: {type(err).__name__}: {err}") from err
     if not isinstance(out, torch.Tensor):
         raise InputError(f"model {arg} returns {type(out).__name__}; the native runtime trains a model without tokens "
                          "on one output tensor")
+    _check_chain(arg, module, paths, x, tuple(out.shape))
     return Task(vocab=None, sample=sample, target=tuple(out.shape[1:]))
+
+
+def _check_chain(arg: Any, module: nn.Module, paths: list[str], x: torch.Tensor, want: tuple[int, ...]) -> None:
+    """InputError unless calling the layer units one after the other gives the model's output shape: the
+    runtime runs that chain (:mod:`planner.runtime.stage`), so code or parameter-free modules between
+    units (a ResNet's pooling and flatten before its classifier) would be skipped."""
+    h = x
+    try:
+        with torch.no_grad():
+            for path in paths:
+                h = module.get_submodule(path)(h)
+                h = h[0] if isinstance(h, tuple) else h
+    except Exception as err:
+        raise InputError(f"model {arg}: calling its layers one after the other fails at {path} ({type(err).__name__}); "
+                         "the native runtime runs a model without tokens as the chain of its layers: put the code "
+                         "between them inside a layer") from err
+    if tuple(h.shape) != want:
+        raise InputError(f"model {arg}: the chain of its layers gives shape {list(h.shape)}, its forward {list(want)}; "
+                         "the native runtime runs a model without tokens as that chain: put the code between layers inside one")
 
 
 def feature_sample(arg: Any, seq_len: int) -> tuple[int, ...]:

@@ -55,6 +55,13 @@ def test_a_model_without_tokens_needs_its_input_shape(tmp_path: Path) -> None:
         task_for(arg, build_model(arg), SEQ)
 
 
+def test_a_model_whose_forward_is_not_the_chain_of_its_layers_is_refused(tmp_path: Path) -> None:
+    zoo = HERE.parent / "intake" / "trace" / "corpus" / "zoo_models.py"
+    arg = f"{zoo}:resnet50_small"  # pooling and flatten run between its last block and its classifier
+    with pytest.raises(InputError, match="chain of its layers"):
+        task_for(arg, build_model(arg), SEQ)
+
+
 def test_meshplan_run_trains_the_cnn_like_one_process_and_check_memory_measures_it(tmp_path: Path) -> None:
     plan = planner.config_plan(model=CNN, cluster="dgx-a100", gpus=2, global_batch=BATCH, seq_len=SEQ, tp=1, pp=2,
                                micro_batch=2, zero=0, schedule="1f1b", recompute="selective")
