@@ -1,11 +1,13 @@
 """The differential sweep: seeded plans across the native space, each trained like one process or refused by a rule.
 
 Draws ``--plans`` plans (``tests/planner/runtime/differential_draw.py``: a dense GQA Llama, a GPT-2
-with learned positions and a tied head, a Mixtral-style MoE and a traced custom module; 1-8 ranks;
+with learned positions and a tied head, a Mixtral-style MoE, a traced custom module and a ResNet-style
+CNN without a sequence dimension; 1-8 ranks;
 ``meshplan plan`` with random constraints and ``meshplan estimate -o`` of random configurations:
 tp, pp, dp, cp, ep, sp, ZeRO 0-3, every schedule, vpp, micro-batch counts from 1, recompute modes,
 uneven stage splits), plus the issue's reproductions, trains each for three fp32 steps on CPU gloo
-worlds and compares its losses with one process (1e-3 relative). Prints plans run / equal /
+worlds and compares its losses with one process (1e-3 relative), and runs ``check-memory`` on it (an
+error fails the plan; its figures are kept). Prints plans run / equal /
 refused-with-rule / failed, and each failure's exact replay command (the models are written to
 ``--folder``, kept). Exit 1 when a plan failed.
 
@@ -28,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     from planner.noise import silence_third_party
 
     silence_third_party()
-    from differential import references, run_draws, summary
+    from differential import check_memories, references, run_draws, summary
     from differential_draw import draws, reproductions, write_models
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -43,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     drawn = reproductions(models) + draws(args.seed, args.plans, models)
     drew = time.perf_counter() - start
     outcomes = run_draws(drawn, references([d.model for d in drawn if d.plan_json]), folder / "out")
+    ran = time.perf_counter()
+    outcomes = check_memories(outcomes)
     counts = summary(outcomes)
     rules: dict[str, int] = {}
     for o in outcomes:
@@ -52,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plans {counts['plans']} (seed {args.seed}, {len(drawn) - args.plans} reproductions): run {counts['run']}, "
           f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
     print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
+    checked = [o for o in outcomes if o.memory]
+    errors = sorted(((p / m - 1, o.draw.name, r) for o in checked for r, m, p in o.memory if m), key=lambda e: abs(e[0]))
+    worst = f"{errors[-1][0]:+.1%} ({errors[-1][1]}, pipeline rank {errors[-1][2]})" if errors else "none"
+    print(f"check-memory: figures for {len(checked)} plans, largest predicted / measured - 1 {worst}, "
+          f"{time.perf_counter() - ran:.0f} s")
     print(f"drawing {drew:.0f} s, total {time.perf_counter() - start:.0f} s; models and results in {folder}")
     for o in outcomes:
         if o.verdict == "failed":

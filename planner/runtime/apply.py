@@ -11,7 +11,7 @@ parallelism (:mod:`~planner.runtime.expert_parallel`), FSDP2
 
 Parameters may live on ``meta`` (with any backend, the fake one included): nothing is materialised
 here. :func:`planner.runtime.init.materialize` gives them values (``meshplan run`` does it from a
-seed). The returned :class:`Runtime` runs a training step (``step(tokens) -> loss``) and exposes
+seed). The returned :class:`Runtime` runs a training step (``step(batch) -> loss``) and exposes
 the local stage modules for custom loops.
 """
 
@@ -24,7 +24,6 @@ from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
 
 from planner.errors import InputError
@@ -33,14 +32,10 @@ from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
 from planner.runtime.stage import ROOT, StageModule, build_stages
+from planner.runtime.tasks import Batch, batch_rows, next_token_loss, reads_tokens, regression_loss, split_rows
 from planner.plans.schema import Plan
 
 Optimizer = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
-
-
-def next_token_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of ``logits`` (batch, seq, vocab) against ``labels`` (batch, seq), in fp32."""
-    return F.cross_entropy(logits.flatten(0, 1).float(), labels.flatten(0, 1))
 
 
 def default_optimizer(params: list[nn.Parameter]) -> torch.optim.Optimizer:
@@ -82,18 +77,18 @@ class Runtime:
             self._optimizer = self.make_optimizer([p for _, p in self.named_parameters()])
         return self._optimizer
 
-    def local_batch(self, tokens: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """This data-parallel rank's rows of the global batch ``tokens`` (batch, seq + 1): inputs, labels."""
-        dp, rank = self.mesh.dp, self.mesh.coordinate("dp")
-        if tokens.shape[0] % dp:
-            raise InputError(f"global batch {tokens.shape[0]} is not divisible by dp {dp}")
-        per = tokens.shape[0] // dp
-        local = tokens[rank * per:(rank + 1) * per].to(self.device)
-        return local[:, :-1], local[:, 1:]
+    def local_batch(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """This data-parallel rank's rows of the global batch: token ids (batch, seq + 1), or (inputs,
+        targets) of a model without tokens (:mod:`~planner.runtime.tasks`); returns inputs, labels."""
+        dp, rank, rows = self.mesh.dp, self.mesh.coordinate("dp"), batch_rows(batch)
+        if rows % dp:
+            raise InputError(f"global batch {rows} is not divisible by dp {dp}")
+        per = rows // dp
+        return split_rows(batch, rank * per, (rank + 1) * per, self.device)
 
-    def step(self, tokens: torch.Tensor) -> float:
-        """One training step on the global batch ``tokens`` (the same on every rank); the mean loss."""
-        inputs, labels = self.local_batch(tokens)
+    def step(self, batch: Batch) -> float:
+        """One training step on the global batch (the same on every rank; see :meth:`local_batch`); the mean loss."""
+        inputs, labels = self.local_batch(batch)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
         ctx = contextlib.nullcontext()
@@ -182,7 +177,9 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     """Apply ``plan`` to ``module`` on the initialised default process group; see the module docstring.
 
     ``module`` is the unsplit model (any device, ``meta`` included) whose forward maps token ids
-    (batch, seq) to logits (batch, seq, vocab) as the chain of the plan's layers. Raises InputError
+    (batch, seq) to logits (batch, seq, vocab) as the chain of the plan's layers, or, when its first
+    layer is no embedding table, features to outputs, trained by default on the mean squared error
+    (:mod:`~planner.runtime.tasks`; the head's output is then gathered over tp). Raises InputError
     (one line) when the plan does not match the module or the world.
     """
     if not dist.is_initialized():
@@ -191,6 +188,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     device = _device(device_type)
     lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
+    tokens = reads_tokens(module, lmap.units[0].path)
     tied: list = []
     if lmap.tied and (pmesh.tp > 1 or pmesh.pp > 1):
         from planner.runtime.tied import untie
@@ -199,7 +197,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
-    loss_parallel = pmesh.tp > 1
+    loss_parallel = pmesh.tp > 1 and tokens
     if pmesh.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
 
@@ -218,7 +216,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
                        expert_mesh=pmesh.expert_dp_mesh())
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
                       loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
-                      loss_fn=loss_fn or next_token_loss, tied=tied)
+                      loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied)
     if tied:
         from planner.runtime.tied import tied_group
 
@@ -226,7 +224,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     if pmesh.pp > 1:
         from planner.runtime.pipeline import build_schedule
 
-        loss = runtime.loss_fn if pmesh.tp == 1 else partial(_vocab_sharded_loss, runtime.loss_fn, pmesh.mesh["tp"])
+        loss = runtime.loss_fn if not loss_parallel else partial(_vocab_sharded_loss, runtime.loss_fn, pmesh.mesh["tp"])
         runtime.schedule = build_schedule(plan.schedule.name, stages, chunks, len(plan.stages), pmesh.mesh["pp"], device,
                                           plan.schedule.num_microbatches, loss)
     return runtime

@@ -20,6 +20,7 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 
 from planner.runtime.apply import Runtime
 from planner.runtime.stage import ROOT
+from planner.runtime.tasks import vocab_size  # noqa: F401  (re-exported: run and the tests read it here)
 
 
 def synthetic_tokens(seed: int, step: int, batch: int, seq_len: int, vocab: int) -> torch.Tensor:
@@ -46,14 +47,3 @@ def materialize(runtime: Runtime, full: nn.Module) -> None:
                 tensor.to_local().copy_(shard.to_local())
             else:
                 tensor.copy_(src)
-
-
-def vocab_size(module: nn.Module) -> int:
-    """Rows of the model's first embedding table (the token vocabulary)."""
-    for m in module.modules():
-        if isinstance(m, nn.Embedding):
-            return m.num_embeddings
-        weight = getattr(m, "token_weight", None)
-        if isinstance(weight, torch.Tensor):
-            return int(weight.shape[0])
-    raise ValueError("the model has no embedding table")

@@ -2,7 +2,8 @@
 
 Every rank builds the model on ``meta``, applies the plan (:func:`planner.runtime.apply.apply`),
 materialises the unsplit model's seeded weights (:mod:`planner.runtime.init`) and trains ``steps``
-steps on seeded token batches of the plan's shape (global batch x (seq + 1)). Each step is timed
+steps on seeded token batches of the plan's shape (global batch x (seq + 1)), or, for a model
+without a token embedding, seeded features and regression targets (:mod:`planner.runtime.tasks`). Each step is timed
 on rank 0 between two barriers (after ``torch.cuda.synchronize`` on CUDA); the record keeps the
 median after ``warmup`` steps and the spread. Memory: on CUDA ``max_memory_allocated`` /
 ``max_memory_reserved``; on CPU torch's ``MemTracker`` (``torch.distributed._tools.mem_tracker``)
@@ -25,8 +26,9 @@ import torch
 import torch.distributed as dist
 
 from planner.runtime.apply import Runtime, apply
-from planner.runtime.init import materialize, synthetic_tokens, vocab_size
+from planner.runtime.init import materialize
 from planner.runtime.models import build_model
+from planner.runtime.tasks import Batch, task_for
 from planner.runtime.record import (
     Environment,
     ModelRun,
@@ -50,15 +52,15 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
 
     arg = runtime_model(plan, model, retrace)
     module = build_model(arg, trace=plan.model.trace)
+    batch, seq = plan.request.global_batch, plan.request.seq_len
+    task = task_for(arg, module, seq)
     runtime = apply(plan, module, device_type=device_type)
     torch.manual_seed(seed)
     materialize(runtime, build_model(arg, trace=plan.model.trace, device="cpu"))
-    vocab = vocab_size(module)
-    batch, seq = plan.request.global_batch, plan.request.seq_len
-    tracked = _tracked_memory(runtime, synthetic_tokens(seed, 0, batch, seq, vocab))
+    tracked = _tracked_memory(runtime, task.batch(seed, 0, batch, seq))
     losses, times = [tracked[0]], [tracked[1]]
     for step in range(1, steps):
-        loss, seconds = _timed_step(runtime, synthetic_tokens(seed, step, batch, seq, vocab))
+        loss, seconds = _timed_step(runtime, task.batch(seed, step, batch, seq))
         losses.append(loss)
         times.append(seconds)
     memory = _rank_memory(runtime, tracked[2], tracked[3])
@@ -74,7 +76,7 @@ def _sync(runtime: Runtime) -> None:
     dist.barrier()
 
 
-def _timed_step(runtime: Runtime, tokens: torch.Tensor) -> tuple[float, float]:
+def _timed_step(runtime: Runtime, tokens: Batch) -> tuple[float, float]:
     _sync(runtime)
     start = time.perf_counter()
     loss = runtime.step(tokens)
@@ -82,7 +84,7 @@ def _timed_step(runtime: Runtime, tokens: torch.Tensor) -> tuple[float, float]:
     return loss, time.perf_counter() - start
 
 
-def _tracked_memory(runtime: Runtime, tokens: torch.Tensor) -> tuple[float, float, float, str]:
+def _tracked_memory(runtime: Runtime, tokens: Batch) -> tuple[float, float, float, str]:
     """The first step (a warm-up step) under the memory tool: (loss, seconds, peak bytes, source)."""
     if runtime.device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(runtime.device)
@@ -201,7 +203,8 @@ def _plan_summary(plan: Plan, line: str) -> PlanSummary:
 
 
 def _notes(runtime: Runtime) -> list[str]:
-    notes = ["weights: the unsplit model's own initialisation under --seed, then sharded; batches: seeded tokens",
+    notes = ["weights: the unsplit model's own initialisation under --seed, then sharded; batches: seeded tokens "
+             "(a model without a token embedding: seeded normal features and targets, mean squared error)",
              f"training: fp32 parameters and AdamW (the plan predicts {runtime.plan.config.param_bytes}-byte compute)"]
     if runtime.device.type != "cuda":
         notes.append(f"MFU divides by the plan cluster's GPU peak ({runtime.plan.cluster.gpu.name}), not this CPU's: "

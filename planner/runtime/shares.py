@@ -34,6 +34,7 @@ from costmodel.hetero import gradient_weights
 from planner.errors import InputError
 from planner.plans.schema import Plan
 from planner.runtime.step_timing import Loss, StepTiming, logits_of
+from planner.runtime.tasks import Batch, batch_rows, split_rows
 
 
 def plan_counts(plan: Plan) -> list[int]:
@@ -87,22 +88,23 @@ class ShareRuntime:
     def weight(self) -> float:
         return gradient_weights(self.counts)[self.rank]
 
-    def rows(self, tokens: torch.Tensor) -> torch.Tensor:
-        """This rank's rows of the global batch (batch, seq + 1)."""
+    def rows(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """This rank's rows of the global batch (token ids (batch, seq + 1), or (inputs, targets) of a
+        model without tokens, :mod:`~planner.runtime.tasks`): inputs, labels."""
         total = sum(self.counts) * self.micro_batch
-        if tokens.shape[0] != total:
-            raise InputError(f"global batch {tokens.shape[0]} != shares {self.counts} x micro-batch {self.micro_batch}")
+        if batch_rows(batch) != total:
+            raise InputError(f"global batch {batch_rows(batch)} != shares {self.counts} x micro-batch {self.micro_batch}")
         start = sum(self.counts[: self.rank]) * self.micro_batch
-        return tokens[start:start + self.counts[self.rank] * self.micro_batch]
+        return split_rows(batch, start, start + self.counts[self.rank] * self.micro_batch, torch.device("cpu"))
 
-    def step(self, tokens: torch.Tensor) -> float:
+    def step(self, batch: Batch) -> float:
         """One training step on the global batch; returns the mean loss over the whole batch."""
-        mine, m = self.rows(tokens), self.counts[self.rank]
+        (inputs, labels), m = self.rows(batch), self.counts[self.rank]
         self.optimizer.zero_grad(set_to_none=False)
         compute = wait = total = 0.0
-        for chunk in mine.split(self.micro_batch):
+        for x, y in zip(inputs.split(self.micro_batch), labels.split(self.micro_batch)):
             start = time.perf_counter()
-            loss = self.loss_fn(logits_of(self.module(chunk[:, :-1])), chunk[:, 1:]) / m
+            loss = self.loss_fn(logits_of(self.module(x)), y) / m
             forward = time.perf_counter() - start
             wait += self._slow(forward)
             start = time.perf_counter()

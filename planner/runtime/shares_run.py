@@ -60,8 +60,8 @@ def rank_gpu(plan: Plan, rank: int) -> tuple[int, int]:
 
 def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inject: dict[int, float]) -> RunRecord | None:
     """Train ``plan`` (whole-model or pipelined replicas, uneven shares allowed) for ``steps`` steps; rank 0's record."""
-    from planner.runtime.init import synthetic_tokens, vocab_size
     from planner.runtime.models import build_model
+    from planner.runtime.tasks import task_for
 
     world, rank = dist.get_world_size(), dist.get_rank()
     check_share_plan(plan, world)
@@ -71,12 +71,13 @@ def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inje
         raise InputError(f"--inject-slowdown names rank {max(inject)}, the world has ranks 0..{world - 1}")
     torch.manual_seed(seed)
     module = build_model(arg, trace=plan.model.trace, device="cpu")
-    vocab, params = vocab_size(module), sum(p.numel() for p in module.parameters())
-    runtime = _runtime(plan, module, rank, inject.get(rank, 1.0))
+    params = sum(p.numel() for p in module.parameters())
     batch, seq = plan.request.global_batch, plan.request.seq_len
+    task = task_for(arg, module, seq)
+    runtime = _runtime(plan, module, rank, inject.get(rank, 1.0), task)
     losses, times = [], []
     for step in range(steps):
-        tokens = synthetic_tokens(seed, step, batch, seq, vocab)
+        tokens = task.batch(seed, step, batch, seq)
         dist.barrier()
         start = time.perf_counter()
         losses.append(runtime.step(tokens))
@@ -89,17 +90,23 @@ def run_shares(plan: Plan, arg: Any, *, steps: int, warmup: int, seed: int, inje
     return _record(plan, arg, params, seed, steps, warmup, losses, times, [RankTime(**r) for r in everyone], inject)
 
 
-def _runtime(plan: Plan, module: Any, rank: int, speed: float) -> Any:
-    """This rank's :class:`ShareRuntime`, or its stage of a pipelined replica (:mod:`planner.runtime.hetero_pipeline`)."""
-    from planner.runtime.apply import default_optimizer, next_token_loss
+def _runtime(plan: Plan, module: Any, rank: int, speed: float, task: Any) -> Any:
+    """This rank's :class:`ShareRuntime`, or its stage of a pipelined replica (:mod:`planner.runtime.hetero_pipeline`,
+    token models only); ``task`` (:class:`~planner.runtime.tasks.Task`) gives the loss."""
+    from planner.runtime.apply import default_optimizer
     from planner.runtime.hetero_layout import is_pipelined
 
     if is_pipelined(plan):
         from planner.runtime.hetero_pipeline import build_pipe_runtime
 
-        return build_pipe_runtime(plan, module, speed=speed, make_optimizer=default_optimizer, loss_fn=next_token_loss)
+        if task.vocab is None:
+            from planner.errors import InputError
+
+            raise InputError("pipelined replicas with uneven shares or injected slowdowns run token models only; "
+                             "plan a model without tokens with pp 1, or run it without --inject-slowdown")
+        return build_pipe_runtime(plan, module, speed=speed, make_optimizer=default_optimizer, loss_fn=task.loss)
     return ShareRuntime(module=module, optimizer=default_optimizer(list(module.parameters())), counts=plan_counts(plan),
-                        micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=next_token_loss, speed=speed)
+                        micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=task.loss, speed=speed)
 
 
 def _rank_time(plan: Plan, runtime: Any, rank: int) -> RankTime:

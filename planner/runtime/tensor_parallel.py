@@ -21,7 +21,12 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
   layers is sharded on the sequence dimension: block norms run as ``SequenceParallel`` and their
   output is gathered (``PrepareModuleOutput``) for the column projections, row projections
   reduce-scatter (``output_layouts=Shard(1)``), the embedding scatters and the final norm runs
-  sequence-sharded. Blocks without norms gather their input and scatter their output.
+  sequence-sharded. Blocks without norms gather their input and scatter their output;
+- units that are no transformer block (no attention submodule: a convolution block, an MLP element
+  of a model without tokens) are replicated over tp, gathered around under sequence parallelism:
+  every tp rank computes them whole (the plan's cost model may split such a layer's Linear
+  projections by ``tp_mode``; the runtime does not), and so is the head of a model trained without
+  a vocabulary-parallel loss (a model without tokens, :mod:`~planner.runtime.tasks`).
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from torch.distributed.tensor.parallel import (
 from torch.distributed.tensor.parallel.style import ParallelStyle
 
 from planner.errors import InputError
+from planner.intake.trace.units import attention_modules
 from planner.runtime.column_group import GroupedColwise, mark_gathered
 from planner.runtime.layers import LayerUnit
 from planner.runtime.stage import StageModule
@@ -173,11 +179,11 @@ def apply_tensor_parallel(stage: StageModule, mesh: DeviceMesh, *, sp: bool, los
         if unit.kind == "embedding":
             _apply_embedding(module, mesh, sp and not unit.positions)  # position tables: scattered after the sum
             stage.position_mesh = mesh if sp and unit.positions else None
-        elif unit.kind == "block":
+        elif unit.kind == "block" and attention_modules(module):
             _apply_block(unit, module, mesh, sp)
         elif unit.kind == "norm" and sp:
             parallelize_module(module, mesh, SequenceParallel(use_local_output=True))
-        elif unit.kind == "head":
+        elif unit.kind == "head" and loss_parallel:
             if module.out_features % tp:
                 raise InputError(f"head width {module.out_features} is not divisible by tp {tp}; pad the vocabulary or plan another tp")
             style = ColwiseParallel(input_layouts=Shard(1) if sp else Replicate(),

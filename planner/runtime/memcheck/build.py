@@ -32,7 +32,6 @@ import torch.distributed as dist
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from planner.errors import InputError
 from planner.plans.schema import Plan
 
 FAKE_DEVICE = torch.device("cpu")
@@ -72,7 +71,24 @@ def start_fake_world(plan: Plan) -> None:
     m = plan.mesh
     if dist.is_initialized():
         dist.destroy_process_group()
+    _forget_old_meshes()
     dist.init_process_group("fake", rank=0, world_size=m.dp * m.tp * m.pp * m.cp, store=FakeStore())
+
+
+def _forget_old_meshes() -> None:
+    """Clear DTensor's sharding-propagation caches (C++ and Python) and its redistribution cache. A ``DeviceMesh`` compares equal
+    to any mesh of the same shape and names whatever its process groups (``DeviceMesh.__eq__``,
+    torch/distributed/device_mesh.py), so results cached in an earlier fake world would hand a later
+    one a mesh whose groups were destroyed ("Could not resolve the process group registered under the
+    name ..." after a few hundred checks in one process)."""
+    from torch.distributed.tensor import DTensor
+    from torch.distributed.tensor._redistribute import _gen_transform_infos
+
+    torch._C._clear_DTensor_sharding_propagator_cache()  # the C++ dispatch fast path's cache
+    propagator = DTensor._op_dispatcher.sharding_propagator
+    propagator.propagate_op_sharding.cache_clear()
+    propagator._propagate_tensor_meta_cached.cache_clear()
+    _gen_transform_infos.cache_clear()
 
 
 def stop_fake_world() -> None:
@@ -97,22 +113,25 @@ def _shard(stage: nn.Module, pmesh: Any, zero: int, tied: bool, mixed: bool) -> 
     apply_fsdp(stage, pmesh.dp_mesh(), zero=zero, tied=tied, expert_mesh=pmesh.expert_dp_mesh(), mp_policy=policy)  # type: ignore[arg-type]
 
 
-def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTensorMode) -> RankBuild:
+def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTensorMode, tokens: bool = True) -> RankBuild:
     """Apply ``plan`` to ``module`` (on ``meta``) as pipeline rank ``pp_rank`` and materialise its
-    chunks as fake tensors in ``fake_mode``. The fake world must be started (:func:`start_fake_world`)."""
+    chunks as fake tensors in ``fake_mode``. The fake world must be started (:func:`start_fake_world`).
+    ``tokens``: the model reads token ids (its loss is vocab-parallel under tp, as ``planner.apply``'s)."""
     from planner.runtime.layers import map_layers
     from planner.runtime.mesh import build_mesh
     from planner.runtime.stage import build_stages
 
     m = plan.mesh
     lmap = map_layers(module, plan)
-    if lmap.tied and (m.tp > 1 or m.pp > 1):
-        raise InputError(f"the model ties its embedding and head weights; the native runtime splits tied weights "
-                         f"neither over tp nor over pipeline stages (plan has tp {m.tp}, pp {m.pp})")
+    tied = lmap.tied
+    if tied and (m.tp > 1 or m.pp > 1):  # the head gets its own copy, as planner.apply does (planner.runtime.tied)
+        from planner.runtime.tied import untie
+
+        module, tied = untie(module, lmap)[0], False
     pmesh = build_mesh(plan, FAKE_DEVICE.type, dist.get_world_size())
     chunks = [k for k in range(len(plan.stages)) if k % m.pp == pp_rank]
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
-    loss_parallel = m.tp > 1
+    loss_parallel = m.tp > 1 and tokens
     tp_mesh = pmesh.mesh["tp"] if m.tp > 1 else None
     if m.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
@@ -126,7 +145,7 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
     mixed = uses_mixed_precision(plan)
     if m.dp > 1 or mixed:
         for stage in stages:
-            _shard(stage, pmesh, m.zero, lmap.tied, mixed)
+            _shard(stage, pmesh, m.zero, tied, mixed)
     with fake_mode:
         for stage in stages:
             stage.to_empty(device=FAKE_DEVICE)

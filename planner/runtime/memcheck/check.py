@@ -22,6 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import torch
 from pydantic import BaseModel, ConfigDict
 
 from planner.plans.schema import Plan
@@ -124,8 +125,12 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     from planner.runtime.memcheck.build import stop_fake_world, uses_mixed_precision
     from planner.runtime.memcheck.depth import can_extrapolate, describe
 
+    from planner.runtime.models import build_model
+    from planner.runtime.tasks import task_for
+
     arg = runtime_model(plan, model, retrace)
     spec = resolve_model_arg(arg, plan.model.trace)
+    task = task_for(arg, build_model(arg, plan.model.trace), plan.request.seq_len)
     built, dropout_note = _as_built(spec, arg, plan.model.trace)
     step = _predicted(plan, built)
     kinds = step.ranks
@@ -135,7 +140,7 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     try:
         for r in chosen:
             start = time.perf_counter()
-            measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow)
+            measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow, task)
             tracked, gpu_only = step.rank_memory_parts_gib(r)
             peak = measured.pop("total") / GIB
             predicted = sum(tracked.values())
@@ -161,7 +166,7 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     )
 
 
-def _measure_rank(plan: Plan, arg: Any, spec: Any, pp_rank: int, shallow: bool) -> tuple[dict[str, float], bool]:
+def _measure_rank(plan: Plan, arg: Any, spec: Any, pp_rank: int, shallow: bool, task: Any) -> tuple[dict[str, float], bool]:
     """Tracker bytes by category at ``pp_rank``'s peak, and whether they were extrapolated (from
     shallow copies that proved affine) rather than measured at full depth."""
     from planner.runtime.memcheck.depth import DEPTHS, extrapolate, is_affine, rank_blocks, shallow_module, shallow_plan
@@ -171,24 +176,47 @@ def _measure_rank(plan: Plan, arg: Any, spec: Any, pp_rank: int, shallow: bool) 
         runs = []
         for depth in DEPTHS:
             small_plan, small = shallow_plan(plan, spec, depth)  # type: ignore[misc]
-            runs.append(_measure(small_plan, lambda: shallow_module(arg, small, depth), pp_rank))
+            runs.append(_measure(small_plan, lambda: shallow_module(arg, small, depth), pp_rank, task))
         if is_affine(runs):
             return extrapolate(runs, rank_blocks(plan, spec, pp_rank)), True
-    return _measure(plan, lambda: build_model(arg, plan.model.trace), pp_rank), False
+    return _measure(plan, lambda: _full_module(arg, plan.model.trace), pp_rank, task), False
 
 
-def _measure(plan: Plan, make_module: Any, pp_rank: int) -> dict[str, float]:
-    """One tracked step of ``pp_rank`` on a fresh fake world and a fresh module."""
+def _in_compute_dtype(module: Any, plan: Plan) -> Any:
+    """``module`` (on meta) in bf16 when the plan computes in bf16, as FSDP2's mixed precision runs it
+    (transformers' ``grouped_mm`` experts take bf16 only)."""
+    from planner.runtime.memcheck.build import uses_mixed_precision
+
+    return module.to(torch.bfloat16) if uses_mixed_precision(plan) else module
+
+
+def _full_module(arg: Any, trace: bool) -> Any:
+    """The plan's module at full depth. A transformers mixture-of-experts model runs its experts
+    with transformers' default ``grouped_mm`` implementation, as the shallow copies do
+    (:func:`planner.runtime.memcheck.depth.shallow_module`): the ``eager`` loop the runtime builds
+    picks each expert's tokens with ``nonzero``, whose output shape fake tensors cannot know."""
+    from planner.runtime.models import build_model
+
+    module = build_model(arg, trace)
+    experts = any(p.ndim == 3 for p in module.parameters())
+    if experts and getattr(getattr(module, "config", None), "_experts_implementation", None) == "eager":
+        module.set_experts_implementation("grouped_mm")
+    return module
+
+
+def _measure(plan: Plan, make_module: Any, pp_rank: int, task: Any) -> dict[str, float]:
+    """One tracked step of ``pp_rank`` on a fresh fake world and a fresh module, on ``task``'s data
+    (:class:`planner.runtime.tasks.Task`: token ids, or a model's features and regression targets)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     from planner.runtime.memcheck.build import build_rank, start_fake_world
     from planner.runtime.memcheck.step import boundary_shapes, measure_step
 
-    boundaries = boundary_shapes(make_module(), plan) if plan.mesh.pp > 1 else {}
+    boundaries = boundary_shapes(_in_compute_dtype(make_module(), plan), plan, task) if plan.mesh.pp > 1 else {}
     start_fake_world(plan)
     fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-    build = build_rank(plan, make_module(), pp_rank, fake_mode)
-    return measure_step(plan, build, fake_mode, boundaries)
+    build = build_rank(plan, make_module(), pp_rank, fake_mode, tokens=task.vocab is not None)
+    return measure_step(plan, build, fake_mode, boundaries, task)
 
 
 def _notes(plan: Plan) -> list[str]:

@@ -40,6 +40,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
 from planner.runtime.memcheck.build import FAKE_DEVICE, RankBuild
+from planner.runtime.tasks import Task
 from planner.plans.schema import Plan
 
 CATEGORIES = ("params", "grads", "optimizer_states", "activations", "temporaries", "buffers")
@@ -203,12 +204,14 @@ def _sync(stage: nn.Module, last: bool) -> Iterator[None]:
     yield
 
 
-def _inputs(build: RankBuild, chunk: int, plan: Plan, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> torch.Tensor:
-    """The chunk's input for one micro-batch: token ids, or the hidden state the previous stage sends."""
+def _inputs(build: RankBuild, chunk: int, plan: Plan, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]],
+            task: Task) -> torch.Tensor:
+    """The chunk's input for one micro-batch: token ids (or a model's features), or the hidden state
+    the previous stage sends."""
     first = plan.stages[build.chunks[chunk]].layers[0]
     mb, seq = plan.schedule.micro_batch, plan.request.seq_len
     if first == 0:
-        return torch.zeros((mb, seq), dtype=torch.long, device=FAKE_DEVICE)
+        return task.placeholder_input(mb, seq, FAKE_DEVICE)
     shape, dtype = boundaries[first]
     shape = (shape[0], shape[1] // build.sp_shards, *shape[2:]) if len(shape) > 1 else shape
     if build.mixed_precision and dtype.is_floating_point:
@@ -224,20 +227,20 @@ def _loss_context(build: RankBuild) -> contextlib.AbstractContextManager:
     return contextlib.nullcontext()
 
 
-def _loss(build: RankBuild, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+def _loss(build: RankBuild, logits: torch.Tensor, labels: torch.Tensor, task: Task) -> torch.Tensor:
     """The runtime's loss on the last chunk's output: a pipeline stage under TP hands on its local
     vocabulary shard, which the loss wraps back into a DTensor as ``planner.runtime.apply`` does."""
     from torch.distributed.tensor import DTensor
 
-    from planner.runtime.apply import _vocab_sharded_loss, next_token_loss
+    from planner.runtime.apply import _vocab_sharded_loss
 
     if build.loss_parallel and not isinstance(logits, DTensor):
-        return _vocab_sharded_loss(next_token_loss, build.tp_mesh, logits, labels)
-    return next_token_loss(logits, labels)
+        return _vocab_sharded_loss(task.loss, build.tp_mesh, logits, labels)
+    return task.loss(logits, labels)
 
 
 def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
-                 boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> dict[str, float]:
+                 boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]], task: Task) -> dict[str, float]:
     """Bytes per category at this rank's peak (``CATEGORIES``) plus ``total``, from FSDPMemTracker."""
     last_chunk = len(plan.stages) - 1
     params = [p for stage in build.stages for p in stage.parameters()]
@@ -255,10 +258,9 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
                 if act.kind == "F":
                     tracker.reset_mod_stats()  # per-module stats only (the rank's peak is kept): a chunk runs once per micro-batch
                     with _loss_context(build):
-                        out = stage(_inputs(build, act.chunk, plan, boundaries))
+                        out = stage(_inputs(build, act.chunk, plan, boundaries, task))
                         if build.chunks[act.chunk] == last_chunk:
-                            labels = torch.zeros(out.shape[:2], dtype=torch.long, device=FAKE_DEVICE)
-                            out = _loss(build, out, labels)
+                            out = _loss(build, out, task.placeholder_labels(out), task)
                     held[(act.chunk, act.micro)] = out
                     del out
                     continue
@@ -278,7 +280,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
     return result
 
 
-def boundary_shapes(module: nn.Module, plan: Plan) -> dict[int, tuple[tuple[int, ...], torch.dtype]]:
+def boundary_shapes(module: nn.Module, plan: Plan, task: Task) -> dict[int, tuple[tuple[int, ...], torch.dtype]]:
     """Shape and dtype of each layer's input for one micro-batch, from a forward of the unsplit
     model on ``meta`` (no memory, no autograd): what a pipeline stage starting there receives."""
     from planner.runtime.layers import map_layers
@@ -294,7 +296,7 @@ def boundary_shapes(module: nn.Module, plan: Plan) -> dict[int, tuple[tuple[int,
         handles.append(chain.layer(unit).register_forward_pre_hook(hook))
     try:
         with torch.no_grad():
-            chain(torch.zeros((plan.schedule.micro_batch, plan.request.seq_len), dtype=torch.long, device="meta"))
+            chain(task.placeholder_input(plan.schedule.micro_batch, plan.request.seq_len, "meta"))
     finally:
         for h in handles:
             h.remove()

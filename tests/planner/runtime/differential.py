@@ -15,17 +15,19 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import shlex
 import sys
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
 import torch.multiprocessing as mp
 
-from differential_draw import VOCAB, Draw
+from differential_draw import Draw
 from equality import _PRELOAD, STEPS, SEED, free_port
 
+CLI = Path(__file__).resolve().parents[3] / "cli.py"
 RTOL = 1e-3
 """Relative tolerance on each step's loss (fp32; the issue's acceptance figure)."""
 
@@ -38,12 +40,15 @@ class Outcome:
     verdict: str
     """``equal``, ``refused`` or ``failed``."""
     detail: str = ""
+    memory: tuple[tuple[int, float, float], ...] = ()
+    """``check-memory``'s figures: (pipeline rank, measured peak GiB, predicted peak GiB) per rank kind."""
 
     def replay(self, folder: str) -> str:
-        """The shell commands that reproduce this draw: write the plan, then run it."""
-        run = (f"torchrun --standalone --nproc-per-node {self.draw.world} cli.py run plan.json "
-               f"--model {self.draw.model} --steps {STEPS} --seed {SEED}")
-        return f"(cd {folder} && {self.draw.command} && {run})"
+        """The shell commands that reproduce this draw: write the plan, check its memory, then run it."""
+        model = shlex.quote(self.draw.model)
+        run = (f"torchrun --standalone --nproc-per-node {self.draw.world} {CLI} run plan.json "
+               f"--model {model} --steps {STEPS} --seed {SEED}")
+        return f"(cd {folder} && {self.draw.command} && meshplan check-memory plan.json --model {model} && {run})"
 
 
 def _worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, str, str]]) -> None:
@@ -53,8 +58,9 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, st
     from planner.noise import silence_third_party
     from planner.plans.schema import Plan
     from planner.runtime.apply import apply
-    from planner.runtime.init import materialize, synthetic_tokens
+    from planner.runtime.init import materialize
     from planner.runtime.models import build_model
+    from planner.runtime.tasks import task_for
 
     silence_third_party()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -64,10 +70,12 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, st
         for name, model, plan_json in jobs:
             try:
                 plan = Plan.model_validate_json(plan_json)
-                runtime = apply(plan, build_model(model))
+                module = build_model(model)
+                task = task_for(model, module, plan.request.seq_len)
+                runtime = apply(plan, module)
                 torch.manual_seed(SEED)
                 materialize(runtime, build_model(model, device="cpu"))
-                losses = [runtime.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB))
+                losses = [runtime.step(task.batch(SEED, s, plan.request.global_batch, plan.request.seq_len))
                           for s in range(STEPS)]
             except Exception:
                 (Path(out) / f"{name}.rank{rank}.err").write_text(traceback.format_exc())
@@ -120,6 +128,27 @@ def run_draws(draws: list[Draw], references: dict[str, list[float]], out: Path) 
     return [outcomes[d.name] for d in draws]
 
 
+def check_memories(outcomes: list[Outcome]) -> list[Outcome]:
+    """``check-memory`` (``planner.runtime.memcheck``: one process, fake tensors) on every plan that ran:
+    its figures join the outcome; an error fails it, whatever its losses did."""
+    from planner.plans.schema import Plan
+    from planner.runtime.memcheck.check import check_memory
+
+    out = []
+    for o in outcomes:
+        if o.draw.plan_json is None:
+            out.append(o)
+            continue
+        try:
+            result = check_memory(Plan.model_validate_json(o.draw.plan_json), model=o.draw.model)
+        except Exception as err:  # any error is a finding: the validator accepted this plan
+            out.append(replace(o, verdict="failed", detail=f"check-memory: {type(err).__name__}: {err}; {o.detail}"))
+            continue
+        figures = tuple((r.pp_rank, r.measured_peak_gib, r.predicted_peak_gib) for r in result.ranks)
+        out.append(replace(o, memory=figures))
+    return out
+
+
 def _judge(d: Draw, losses: list[float], want: list[float]) -> Outcome:
     worst = max(abs(a - b) / abs(b) for a, b in zip(losses, want))
     if worst <= RTOL:
@@ -128,10 +157,34 @@ def _judge(d: Draw, losses: list[float], want: list[float]) -> Outcome:
 
 
 def references(models: list[str]) -> dict[str, list[float]]:
-    """One-process losses of each model (``equality.reference``: same seed, same batches)."""
-    from equality import reference
+    """One-process losses of each model: the unsplit module's own forward, same seed, same batches."""
+    return {m: reference_losses(m) for m in sorted(set(models))}
 
-    return {m: reference(m).losses for m in sorted(set(models))}
+
+def reference_losses(model: str) -> list[float]:
+    """:data:`STEPS` AdamW steps of the unsplit ``model`` in this process on its task's seeded batches
+    (``planner.runtime.tasks``: next tokens, or features and regression targets); the losses."""
+    import torch
+
+    from planner.runtime.apply import default_optimizer
+    from planner.runtime.models import build_model
+    from planner.runtime.tasks import split_rows, task_for
+    from plan_helpers import BATCH, SEQ
+
+    torch.manual_seed(SEED)
+    module = build_model(model, device="cpu")
+    task = task_for(model, module, SEQ)
+    opt = default_optimizer(list(module.parameters()))
+    losses = []
+    for step in range(STEPS):
+        inputs, labels = split_rows(task.batch(SEED, step, BATCH, SEQ), 0, BATCH, torch.device("cpu"))
+        out = module(inputs)
+        opt.zero_grad()
+        loss = task.loss(out.logits if hasattr(out, "logits") else out, labels)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
 
 
 def summary(outcomes: list[Outcome]) -> dict[str, int]:

@@ -3,7 +3,7 @@
 Every draw comes from ``random.Random(seed)`` alone, so one seed gives the same plans in the same
 order. A draw is a model (a dense GQA Llama, a GPT-2 with learned positions and a tied head, a
 Mixtral-style MoE and a traced custom module, each a small ``config.json`` or factory of vocabulary
-:data:`VOCAB`), a world of 1-8 ranks and either ``meshplan plan`` with random constraints or
+:data:`VOCAB`, and a ResNet-style CNN without a sequence dimension, ``cnn_model.py``), a world of 1-8 ranks and either ``meshplan plan`` with random constraints or
 ``meshplan estimate ... -o`` of a random configuration (degrees, sp, ZeRO, schedule, vpp, micro-batch,
 recompute, uneven stage split). Each becomes a :class:`Draw`: a plan to run, or the validator's
 refusal (which must name a native rule), with the exact command that replays it.
@@ -46,6 +46,7 @@ def write_models(folder: Path) -> dict[str, str]:
         path.write_text(json.dumps(config))
         out[name] = str(path)
     out["custom"] = f"{HERE / 'custom_model.py'}:build"
+    out["cnn"] = f"{HERE / 'cnn_model.py'}:build"
     return out
 
 
@@ -87,7 +88,12 @@ def plan_constraints(rng: random.Random, world: int) -> dict[str, Any]:
     return {k: make() for k, make in pool.items() if rng.random() < 0.35}
 
 
-def estimate_settings(rng: random.Random, world: int) -> dict[str, Any]:
+LAYERS = {"cnn": 6}
+"""Plan layers of the models that do not have 7 (embedding, 4 blocks, norm, head): the CNN's stem,
+4 residual blocks and head."""
+
+
+def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[str, Any]:
     """A random configuration of ``meshplan estimate``: degrees tiling ``world``, and the rest."""
     tp = _choice(rng, [d for d in _divisors(world) if d <= 4])
     pp = _choice(rng, [d for d in _divisors(world // tp) if d <= 4])
@@ -99,9 +105,9 @@ def estimate_settings(rng: random.Random, world: int) -> dict[str, Any]:
         cfg["schedule"] = _choice(rng, ["1f1b", "gpipe", "zb-h1", "interleaved-1f1b"])
         if cfg["schedule"] == "interleaved-1f1b":
             cfg["vpp"] = 2 if 4 % (pp * 2) == 0 else 1
-        elif rng.random() < 0.4:  # an uneven split of the 7 layers (embedding, 4 blocks, norm, head)
-            cuts = sorted(rng.sample(range(1, 7), pp - 1))
-            cfg["stage_layers"] = [b - a for a, b in zip([0, *cuts], [*cuts, 7])]
+        elif rng.random() < 0.4:  # an uneven split of the model's layers
+            cuts = sorted(rng.sample(range(1, layers), pp - 1))
+            cfg["stage_layers"] = [b - a for a, b in zip([0, *cuts], [*cuts, layers])]
     if rng.random() < 0.15:
         cfg["cp"] = 2 if dp % 2 == 0 else 1
     return cfg
@@ -124,7 +130,7 @@ def draw(rng: random.Random, models: dict[str, str], index: int) -> Draw | None:
     """One random draw (see :func:`make_draw`)."""
     name = _choice(rng, sorted(models))
     world, origin = _choice(rng, list(WORLDS)), _choice(rng, ["plan", "estimate"])
-    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world)
+    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world, LAYERS.get(name, 7))
     return make_draw(f"d{index:04d}-{name}-{origin}-w{world}", models[name], world, origin, settings)
 
 
@@ -159,6 +165,9 @@ REPRODUCTIONS: tuple[tuple[str, str, int, str, dict[str, Any]], ...] = (
     ("repro-gpt2-tp2-pp2", "gpt2", 4, "estimate", {"tp": 2, "pp": 2, "schedule": "1f1b", "micro_batch": 2}),
     ("repro-mixtral-ep2", "mixtral", 4, "plan", {"ep": 2}),
     ("repro-mixtral", "mixtral", 2, "plan", {}),
+    ("repro-cnn-dp-zero3", "cnn", 4, "estimate", {"tp": 1, "pp": 1, "zero": 3, "micro_batch": 1, "recompute": "full"}),
+    ("repro-cnn-tp2-pp2", "cnn", 4, "estimate", {"tp": 2, "pp": 2, "schedule": "1f1b", "micro_batch": 2}),
+    ("repro-cnn-plan", "cnn", 4, "plan", {}),
 )
 """The issue's reproductions at this harness's size: (tag, model, world, origin, settings)."""
 
