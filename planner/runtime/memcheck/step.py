@@ -256,7 +256,10 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
                 if act.kind == "F":
-                    tracker.reset_mod_stats()  # per-module stats only (the rank's peak is kept): a chunk runs once per micro-batch
+                    # FSDPMemTracker refuses a root module's second forward as "multiple iterative calls";
+                    # its per-module stats are never read here (only the rank's peak), so drop the root's
+                    # (only the root's: a backward still to run reads its inner modules' entries)
+                    tracker.memory_tracking.pop(stage, None)
                     with _loss_context(build):
                         out = stage(_inputs(build, act.chunk, plan, boundaries, task))
                         if build.chunks[act.chunk] == last_chunk:
