@@ -40,6 +40,9 @@ def _plan_row(plan: object, result: object) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from planner.noise import silence_third_party
+
+    silence_third_party()  # FSDP2's per-step advice on fake tensors, as check-memory silences it
     from planner.runtime.memcheck.check import check_memory
     from planner.runtime.memcheck.cases import CASES, PLANNED, case_model, case_plan
 
