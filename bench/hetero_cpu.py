@@ -25,10 +25,12 @@ micro-batch in the aware plan, where the other three compute beside it all step 
 uniform plan, where they finish early; hence the median of pairs. Both runs' losses equal the
 one-process run's (max relative difference 2.0e-7); replan from the uniform run infers GPU 3 at
 0.5-0.55 and predicts 1.49x over continuing as planned.
-Measured with ``--pp 2`` (2026-12-02, same machine shared with other jobs, sequence 128, 6 steps, 2 warm-up, one run): the straggler-aware
-plan splits replica 0 as GPU 0: 3 layers -> GPU 1: 4 layers and replica 1 as GPU 2: 4 layers -> GPU 3
-(slow): 3 layers, shares [19, 13]: median step 1.073 s against the uniform pp-2 plan's 1.589 s, ratio
-0.675; both runs' losses equal the one-process run's (max relative difference 9.7e-8).
+Measured with ``--pp 2`` (2026-12-02, idle machine, sequence 256, 10 steps, 2 warm-up, three pairs):
+the straggler-aware plan splits replica 0 as GPU 0: 3 layers -> GPU 1: 4 layers and replica 1 as
+GPU 3 (slow): 2 layers -> GPU 2: 5 layers, shares [20, 12]: median step 1.110-1.126 s against the
+uniform pp-2 plan's 1.413-1.476 s, ratios 0.767, 0.786 and 0.761, **median 0.767**; both runs' losses
+equal the one-process run's (max relative difference 1.3e-7). (Before ranks followed GPU order, rank 3
+ran GPU 2's five-layer stage, so ``--inject-slowdown 3=0.5`` slowed the wrong GPU: median 1.044.)
 """
 
 from __future__ import annotations

@@ -2,9 +2,11 @@
 
 A heterogeneous plan (``plan.hetero``) lists every data-parallel replica with its own pipeline
 stages: each stage on its own GPU group, with its own layers (faster GPUs take more layers), and its
-own share of the micro-batches. The runtime numbers ranks replica after replica, stage after stage
-(rank 0 is replica 0's first stage): with whole-model replicas, rank r is replica r, as
-:mod:`planner.runtime.shares` has it. A uniform plan run with ``--inject-slowdown`` has the same
+own share of the micro-batches. The runtime gives rank r the r-th GPU the plan uses, in GPU index
+order (so that rank 3 is GPU 3, the GPU ``--slow 3=...`` planned for and ``--inject-slowdown 3=...``
+slows), while every stage's tp GPUs are consecutive (TP units are aligned blocks of a node), and
+otherwise numbers ranks replica after replica, stage after stage; with whole-model replicas in GPU
+order, rank r is replica r, as :mod:`planner.runtime.shares` has it. A uniform plan run with ``--inject-slowdown`` has the same
 layout in Megatron-LM's rank order (``rank = t + tp x (d + dp x p)``, :mod:`planner.runtime.mesh`).
 Tensor parallelism inside a stage takes ``tp`` consecutive ranks, the stage's devices in order.
 
@@ -19,7 +21,7 @@ in a cycle (the earliest set not yet reduced always has every member at it).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from planner.errors import InputError
 from planner.plans.schema import Plan
@@ -61,7 +63,7 @@ def rank_roles(plan: Plan) -> list[RankRole]:
                     roles.append(RankRole(rank=len(roles), replica=r.index, stage=k, stages=len(r.stages), layers=tuple(s.layers),
                                           recompute=(r.recompute,) * len(s.layers), micro_batches=r.micro_batches, gpu=gpu,
                                           group=s.group, tp_rank=t))
-        return roles
+        return _by_device(roles, m.tp)
     if plan.schedule.virtual_stages != 1:
         raise InputError(f"injected slowdowns run pipelines without interleaving; this plan has {plan.schedule.virtual_stages} "
                          "virtual stages")
@@ -74,6 +76,17 @@ def rank_roles(plan: Plan) -> list[RankRole]:
                                          recompute=tuple(stage.layer_recompute) or ("none",) * len(stage.layers),
                                          micro_batches=plan.schedule.num_microbatches, gpu=rank, group=0, tp_rank=t)
     return [by_rank[r] for r in sorted(by_rank)]
+
+
+def _by_device(roles: list[RankRole], tp: int) -> list[RankRole]:
+    """``roles`` renumbered so that rank r runs the r-th of the plan's GPUs in index order (rank 3 is
+    GPU 3 when every GPU is used, as ``--slow 3=...`` and ``--inject-slowdown 3=...`` both mean), as
+    long as every stage's tp ranks stay consecutive and in order; otherwise replica-then-stage order."""
+    ordered = sorted(roles, key=lambda role: role.gpu)
+    if any(role.tp_rank != i % tp or ordered[i - role.tp_rank].gpu != ordered[i].gpu - role.tp_rank
+           for i, role in enumerate(ordered)):
+        return roles
+    return [replace(role, rank=i) for i, role in enumerate(ordered)]
 
 
 def is_pipelined(plan: Plan) -> bool:
