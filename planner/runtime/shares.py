@@ -44,6 +44,17 @@ def plan_counts(plan: Plan) -> list[int]:
     return [plan.schedule.num_microbatches] * plan.mesh.dp
 
 
+def replica_of(plan: Plan, rank: int) -> int:
+    """The replica (index into the plan's shares) that ``rank`` runs: the replicas in the order of their
+    GPUs, so that rank r runs the r-th GPU the plan uses (rank 3 is GPU 3 when every GPU is used: the
+    GPU ``--slow 3=...`` planned for is the rank ``--inject-slowdown 3=...`` slows), as the pipelined
+    runtime numbers them (:mod:`planner.runtime.hetero_layout`); replica ``rank`` of a uniform plan."""
+    if plan.hetero is None:
+        return rank
+    replicas = plan.hetero.replicas
+    return sorted(range(len(replicas)), key=lambda i: replicas[i].stages[0].devices[0])[rank]
+
+
 def share_ranks(plan: Plan) -> int:
     """Ranks a run of uneven shares or an injected slowdown takes: one per replica, or one per stage of
     every replica when replicas pipeline (:func:`planner.runtime.hetero_layout.rank_roles`)."""
@@ -80,6 +91,7 @@ class ShareRuntime:
     counts: list[int]
     micro_batch: int
     rank: int
+    """The replica this rank runs (:func:`replica_of`): its rows of the batch and its gradient weight."""
     loss_fn: Loss
     speed: float = 1.0
     timings: list[StepTiming] = field(default_factory=list)
@@ -165,4 +177,5 @@ def apply_shares(plan: Plan, module: nn.Module, *, speed: float = 1.0, optimizer
 
         return build_pipe_runtime(plan, module, speed=speed, make_optimizer=make, loss_fn=loss_fn or next_token_loss)
     return ShareRuntime(module=module, optimizer=make(list(module.parameters())), counts=plan_counts(plan),
-                        micro_batch=plan.schedule.micro_batch, rank=dist.get_rank(), loss_fn=loss_fn or next_token_loss, speed=speed)
+                        micro_batch=plan.schedule.micro_batch, rank=replica_of(plan, dist.get_rank()), loss_fn=loss_fn or next_token_loss,
+                        speed=speed)

@@ -27,7 +27,7 @@ from planner.runtime.record import (
     StepTimeStats,
     compare,
 )
-from planner.runtime.shares import ShareRuntime, check_share_plan, plan_counts
+from planner.runtime.shares import ShareRuntime, check_share_plan, plan_counts, replica_of
 
 
 def parse_injection(text: str | None) -> dict[int, float]:
@@ -54,7 +54,7 @@ def rank_gpu(plan: Plan, rank: int) -> tuple[int, int]:
     """(cluster-wide GPU, group) of ``rank``'s replica: its first device, or GPU ``rank`` of a uniform plan."""
     if plan.hetero is None:
         return rank, 0
-    stage = plan.hetero.replicas[rank].stages[0]
+    stage = plan.hetero.replicas[replica_of(plan, rank)].stages[0]
     return stage.devices[0], stage.group
 
 
@@ -106,7 +106,7 @@ def _runtime(plan: Plan, module: Any, rank: int, speed: float, task: Any) -> Any
                              "plan a model without tokens with pp 1, or run it without --inject-slowdown")
         return build_pipe_runtime(plan, module, speed=speed, make_optimizer=default_optimizer, loss_fn=task.loss)
     return ShareRuntime(module=module, optimizer=default_optimizer(list(module.parameters())), counts=plan_counts(plan),
-                        micro_batch=plan.schedule.micro_batch, rank=rank, loss_fn=task.loss, speed=speed)
+                        micro_batch=plan.schedule.micro_batch, rank=replica_of(plan, rank), loss_fn=task.loss, speed=speed)
 
 
 def _rank_time(plan: Plan, runtime: Any, rank: int) -> RankTime:
@@ -116,7 +116,7 @@ def _rank_time(plan: Plan, runtime: Any, rank: int) -> RankTime:
                   wait_s=[t.wait_s for t in timings], sync_s=[t.sync_s for t in timings])
     if isinstance(runtime, ShareRuntime):
         gpu, group = rank_gpu(plan, rank)
-        return RankTime(gpu=gpu, group=group, micro_batches=runtime.counts[rank], **common)
+        return RankTime(gpu=gpu, group=group, micro_batches=runtime.counts[runtime.rank], **common)
     role = runtime.role
     return RankTime(gpu=role.gpu, group=role.group, micro_batches=role.micro_batches, layers=list(role.layers),
                     p2p_s=list(runtime.p2p), **common)

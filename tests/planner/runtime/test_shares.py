@@ -51,3 +51,22 @@ def test_bad_injections_are_refused(text: str) -> None:
 
 def test_an_injection_parses_ranks_and_speeds() -> None:
     assert parse_injection("3=0.5,1=0.8") == {3: 0.5, 1: 0.8}
+
+
+def test_rank_r_runs_the_replica_on_gpu_r() -> None:
+    """``--slow 1=0.5`` on four GPUs: the search lists the slow GPU's replica last, yet rank 1 (the rank
+    ``--inject-slowdown 1=0.5`` slows) runs GPU 1's replica and its smaller share."""
+    from pathlib import Path
+
+    import planner
+    from planner.runtime.shares import replica_of
+    from planner.runtime.shares_run import rank_gpu
+
+    data = Path(__file__).parent / "data"
+    plan = planner.plan(model=str(data / "tiny-llama.json"), cluster=str(data / "laptop-cpu-4.json"), slow="1=0.5", gpus=4,
+                        global_batch=32, seq_len=64, tp=1, micro_batch=1)
+    replicas = plan.hetero.replicas
+    assert replicas[-1].stages[0].devices == [1]  # the premise: listed out of GPU order
+    assert [rank_gpu(plan, r)[0] for r in range(4)] == [0, 1, 2, 3]
+    shares = [replicas[replica_of(plan, r)].micro_batches for r in range(4)]
+    assert shares[1] < min(shares[0], shares[2], shares[3])
