@@ -11,14 +11,17 @@ import pytest
 SMALL = ["--model", "gpt-1.7b", "--global-batch", "32", "--seq-len", "2048", "--tp", "1", "--pp", "1", "--micro-batch", "1", "--top-k", "1"]
 
 
-@pytest.mark.parametrize("args, fragment", [
+BAD_CLUSTERS = [
     (["--cluster", "dgx-h100:8,no-such-preset:8", "--gpus", "16"], "no-such-preset"),
     (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "15=0.5,99=0.5"], "GPU 99 is past"),
     (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "3=0"], "(0, 1]"),
     (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "node:1=1.5"], "(0, 1]"),
     (["--cluster", "dgx-h100", "--gpus", "16", "--down", "node:0,node:1"], "every one of the cluster's 2 nodes"),
     (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "24"], "not 24"),
-])
+]
+
+
+@pytest.mark.parametrize("args, fragment", BAD_CLUSTERS)
 def test_bad_cluster_input_exits_2_with_one_line(meshplan, one_line_error, args: list[str], fragment: str) -> None:
     one_line_error(meshplan("plan", *SMALL, *args), 2, fragment)
 
@@ -52,14 +55,6 @@ def test_run_refuses_a_bad_injected_slowdown_in_one_line(meshplan, one_line_erro
 
 
 JOB = ["--model", "gpt-1.7b", "--global-batch", "32", "--seq-len", "2048", "--tp", "1", "--pp", "1"]
-BAD_CLUSTERS = [
-    (["--cluster", "dgx-h100:8,no-such-preset:8", "--gpus", "16"], "no-such-preset"),
-    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "16", "--slow", "15=0.5,99=0.5"], "GPU 99 is past"),
-    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "3=0"], "(0, 1]"),
-    (["--cluster", "dgx-h100", "--gpus", "16", "--slow", "node:1=1.5"], "(0, 1]"),
-    (["--cluster", "dgx-h100", "--gpus", "16", "--down", "node:0,node:1"], "every one of the cluster's 2 nodes"),
-    (["--cluster", "dgx-h100:8,dgx-a100:8", "--gpus", "24"], "not 24"),
-]
 
 
 @pytest.mark.parametrize("args, fragment", BAD_CLUSTERS)
