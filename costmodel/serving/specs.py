@@ -82,18 +82,20 @@ class ServingEfficiency(BaseModel):
     type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
 
     model_config = _FROZEN
-    decode_memory: float = Field(default=0.691, gt=0, le=1)
-    """Achieved fraction of HBM bandwidth while decode streams weights and KV cache."""
-    prefill_compute: float = Field(default=0.98, gt=0, le=1.5)
+    decode_memory: float = Field(default=0.80, gt=0, le=1)
+    """Achieved fraction of HBM bandwidth while decode's GEMMs stream the weights (a few tokens per
+    weight: short, skinny GEMMs that do not reach the streaming peak)."""
+    kv_memory: float = Field(default=0.6725, gt=0, le=1)
+    """Achieved fraction of HBM bandwidth while decode attention streams the KV cache
+    (FlashDecoding / paged attention over long contiguous blocks)."""
+    prefill_compute: float = Field(default=0.9114, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    step_overhead_us: float = Field(default=96.8, ge=0)
-    """Fixed time per decode step and layer (kernel tails, CUDA-graph replay, sampling), µs."""
-    request_overhead_us: float = Field(default=356.5, ge=0)
+    request_overhead_us: float = Field(default=1.2, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
     low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""
-    moe_imbalance: float = Field(default=1.84, ge=1, le=4)
+    moe_imbalance: float = Field(default=2.264, ge=1, le=4)
     """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
     uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
     the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""
