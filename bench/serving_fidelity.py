@@ -32,7 +32,8 @@ from planner.reference.serving_runs import (  # noqa: E402
 )
 from planner.serving.request import Context, context, make_instance  # noqa: E402
 
-FITTED = ("kv_memory", "prefill_compute", "request_overhead_us", "low_precision_gemm", "moe_imbalance")
+FITTED = ("decode_memory", "kv_memory", "prefill_compute", "request_overhead_us", "low_precision_gemm", "moe_imbalance",
+          "roofline_sharpness")
 """The constants ``--fit`` adjusts."""
 GROUPS = ("source", "gpu", "model", "engine", "tp")
 """The breakdowns the report prints."""
@@ -76,7 +77,7 @@ def errors(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency) 
 
 
 def loss(errs: list[float]) -> float:
-    return sum(math.log(1.0 + e) ** 2 for e in errs) / len(errs)
+    return sum(abs(math.log(1.0 + e)) for e in errs) / len(errs)
 
 
 def fit(runs: list[ServingRun], ctxs: list[Context]) -> ServingEfficiency:

@@ -75,6 +75,12 @@ class LowPrecisionRates(BaseModel):
     """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
 
 
+HBM_CEILING = 0.92
+"""Highest fraction of the HBM peak a streaming kernel sustains: Microsoft measured 7.35 of 8 TB/s
+(92 %) on ND GB200 v6 (Azure HPC blog "Azure's ND GB200 v6 delivers record performance for
+inference", 2025); the fitted bandwidth fractions may not exceed it."""
+
+
 class ServingEfficiency(BaseModel):
     """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
     the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else:
@@ -82,20 +88,23 @@ class ServingEfficiency(BaseModel):
     type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
 
     model_config = _FROZEN
-    decode_memory: float = Field(default=0.80, gt=0, le=1)
+    decode_memory: float = Field(default=0.9159, gt=0, le=HBM_CEILING)
     """Achieved fraction of HBM bandwidth while decode's GEMMs stream the weights (a few tokens per
     weight: short, skinny GEMMs that do not reach the streaming peak)."""
-    kv_memory: float = Field(default=0.6725, gt=0, le=1)
+    kv_memory: float = Field(default=0.8854, gt=0, le=HBM_CEILING)
     """Achieved fraction of HBM bandwidth while decode attention streams the KV cache
     (FlashDecoding / paged attention over long contiguous blocks)."""
-    prefill_compute: float = Field(default=0.9114, gt=0, le=1.5)
+    prefill_compute: float = Field(default=0.9752, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    request_overhead_us: float = Field(default=1.2, ge=0)
+    request_overhead_us: float = Field(default=2.83, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
     low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""
-    moe_imbalance: float = Field(default=2.264, ge=1, le=4)
+    roofline_sharpness: float = Field(default=1.026, ge=1, le=16)
+    """Exponent p of the p-norm that joins a decode kernel's traffic and compute times
+    (``StepParts.kernel``): large p is the plain roofline max, p = 1 no overlap at all."""
+    moe_imbalance: float = Field(default=2.242, ge=1, le=4)
     """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
     uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
     the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""

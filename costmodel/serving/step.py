@@ -124,9 +124,16 @@ class StepParts:
     busy: float = 0.0
 
     @classmethod
-    def kernel(cls, traffic: float, compute: float) -> "StepParts":
-        """One kernel (or a class of kernels) bound by the longer of its traffic and compute."""
-        return cls(traffic=traffic, compute=compute, busy=max(traffic, compute))
+    def kernel(cls, traffic: float, compute: float, sharpness: float = float("inf")) -> "StepParts":
+        """One kernel (or a class of kernels): the p-norm of its traffic and compute times, the
+        roofline's max(T, C) as p grows and a partial overlap near the ridge point, where a kernel
+        neither streams at full bandwidth nor computes at full rate (Hong and Kim, ISCA'09 §4:
+        memory and compute waits overlap only partly when neither saturates)."""
+        if traffic <= 0 or compute <= 0 or sharpness == float("inf"):
+            return cls(traffic=traffic, compute=compute, busy=max(traffic, compute))
+        top = max(traffic, compute)
+        busy = top * ((traffic / top) ** sharpness + (compute / top) ** sharpness) ** (1.0 / sharpness)
+        return cls(traffic=traffic, compute=compute, busy=busy)
 
     @property
     def total(self) -> float:
@@ -163,20 +170,21 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory
     weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
     gemm = dense_gemm_flops(block, batch / instance.tp)
-    dense = StepParts.kernel(weights / bandwidth, gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute)
+    ridge = eff.roofline_sharpness
+    dense = StepParts.kernel(weights / bandwidth, gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
     core = 2.0 * batch * kept * decode_core_width(block) / instance.tp
     kv_bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.kv_memory
-    attention = StepParts.kernel(kv / kv_bandwidth, core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention))
+    attention = StepParts.kernel(kv / kv_bandwidth, core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
     if instance.attention_dp:  # attention-DP ranks hold unequal requests; the slowest sets the step
         attention = attention.scaled(eff.moe_imbalance)
     parts = dense + attention
     if block.layer.is_moe:
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
-        parts = parts + StepParts.kernel(expert_bytes / bandwidth, skew * expert_seconds)
+        parts = parts + StepParts.kernel(expert_bytes / bandwidth, skew * expert_seconds, ridge)
     overhead = layer_kernels(hw, block, instance) * GRAPH_KERNEL_US * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
