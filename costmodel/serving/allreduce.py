@@ -35,11 +35,17 @@ from costmodel.specs import ClusterSpec
 
 ACTIVATION_BYTES = 2.0
 """Bytes per activation element between layers (bf16)."""
-GRAPH_KERNEL_US = 3.0
-"""Time a kernel launched from a CUDA graph costs beyond its bytes and FLOPs: launch from the graph,
-ramp-up and tail of one short kernel. NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, NVIDIA
-developer blog, 2019) measures 3.4 µs per short kernel replayed from a graph against 3.8 µs launched
-from a stream (a ~2.9 µs kernel body)."""
+GRAPH_LAUNCH_SAVING_US = 0.4
+"""What replaying a kernel from a CUDA graph saves over a stream launch: NVIDIA's "Getting Started
+with CUDA Graphs" (A. Gray, NVIDIA developer blog, 2019) measures 3.4 µs per short kernel from a
+graph against 3.8 µs from a stream; the rest of a short kernel's time is its ramp-up and tail."""
+
+
+def kernel_floor_us(cluster: ClusterSpec) -> float:
+    """Time one decode kernel costs beyond its bytes and FLOPs, µs: the cluster's per-kernel launch
+    and tail (``EfficiencySpec.kernel_overhead_us``, the training model's constant) less what a
+    CUDA-graph replay saves (:data:`GRAPH_LAUNCH_SAVING_US`)."""
+    return max(cluster.efficiency.kernel_overhead_us - GRAPH_LAUNCH_SAVING_US, 0.0)
 NVLS_BUSBW_GAIN = 482.3 / 367.6
 """NVLS all-reduce bus bandwidth over the ring's on 8 x H200 at 16 GiB, nccl-tests
 (costmodel-notes §3.2, from stas00/ml-engineering network/README.md; 8 x B200 gives 846 / 682 = 1.24)."""
@@ -63,25 +69,27 @@ def _link_seconds(cluster: ClusterSpec, nbytes: float) -> float:
 
 
 def _barrier(cluster: ClusterSpec) -> float:
-    """One flag barrier across the group's GPUs: a release store and an acquire load over NVLink,
-    one intra-node hop latency (the cluster's ``intra_node_latency_us``)."""
-    return cluster.intra_node_latency_us * 1e-6
+    """One flag barrier across the group's GPUs: each GPU stores its flag into every peer
+    (``st.release.sys``) and spins until every peer's flag has arrived (``ld.acquire.sys``), a round
+    trip over NVLink, twice the cluster's one-hop ``intra_node_latency_us`` (vLLM
+    ``custom_all_reduce.cuh`` ``barrier_at_start`` / ``barrier_at_end``)."""
+    return 2.0 * cluster.intra_node_latency_us * 1e-6
 
 
 def one_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     """One kernel, barriers at its start and end, (n − 1)·S read into each GPU."""
-    return GRAPH_KERNEL_US * 1e-6 + 2 * _barrier(cluster) + _link_seconds(cluster, (n - 1) * nbytes)
+    return kernel_floor_us(cluster) * 1e-6 + 2 * _barrier(cluster) + _link_seconds(cluster, (n - 1) * nbytes)
 
 
 def two_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     """Reduce-scatter then all-gather in one kernel, three barriers, 2(n − 1)/n·S per GPU."""
-    return GRAPH_KERNEL_US * 1e-6 + 3 * _barrier(cluster) + _link_seconds(cluster, 2 * (n - 1) / n * nbytes)
+    return kernel_floor_us(cluster) * 1e-6 + 3 * _barrier(cluster) + _link_seconds(cluster, 2 * (n - 1) / n * nbytes)
 
 
 def nvls(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     """NVLink SHARP: switch-side reduction, two barriers, 2(n − 1)/n·S at the ring's bus bandwidth
     times :data:`NVLS_BUSBW_GAIN`."""
-    return (GRAPH_KERNEL_US * 1e-6 + 2 * _barrier(cluster)
+    return (kernel_floor_us(cluster) * 1e-6 + 2 * _barrier(cluster)
             + _link_seconds(cluster, 2 * (n - 1) / n * nbytes) / NVLS_BUSBW_GAIN)
 
 

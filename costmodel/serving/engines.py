@@ -31,7 +31,7 @@ class EngineDefaults:
     kernels_per_layer: int = 10
     """Kernels a dense decoder layer's decode step launches besides its TP all-reduces (norms,
     GEMMs, rotary embedding, KV-cache write, attention, activation), each costing
-    ``allreduce.GRAPH_KERNEL_US`` beyond its bytes and FLOPs."""
+    ``allreduce.kernel_floor_us`` beyond its bytes and FLOPs."""
     moe_extra_kernels: int = 4
     """Kernels an MoE layer adds over a dense MLP's (router GEMM, top-k, token permutation / expert
     alignment, finalize / un-permute)."""

@@ -88,16 +88,16 @@ class ServingEfficiency(BaseModel):
     type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
 
     model_config = _FROZEN
-    decode_memory: float = Field(default=0.9159, gt=0, le=HBM_CEILING)
+    decode_memory: float = Field(default=0.8518, gt=0, le=HBM_CEILING)
     """Achieved fraction of HBM bandwidth while decode's GEMMs stream the weights (a few tokens per
     weight: short, skinny GEMMs that do not reach the streaming peak)."""
     kv_memory: float = Field(default=0.8854, gt=0, le=HBM_CEILING)
     """Achieved fraction of HBM bandwidth while decode attention streams the KV cache
     (FlashDecoding / paged attention over long contiguous blocks)."""
-    prefill_compute: float = Field(default=0.9752, gt=0, le=1.5)
+    prefill_compute: float = Field(default=1.0435, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    request_overhead_us: float = Field(default=2.83, ge=0)
+    request_overhead_us: float = Field(default=47.48, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
     low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""

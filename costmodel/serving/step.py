@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from costmodel.kernels import attention_time, gemm_time
 from costmodel.precision import fp8_gemm_speedup
-from costmodel.serving.allreduce import GRAPH_KERNEL_US, decode_all_reduce
+from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
 from costmodel.serving.kvcache import block_kv_bytes_per_token
@@ -185,7 +185,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
         parts = parts + StepParts.kernel(expert_bytes / bandwidth, skew * expert_seconds, ridge)
-    overhead = layer_kernels(hw, block, instance) * GRAPH_KERNEL_US * 1e-6
+    overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
 
