@@ -53,4 +53,4 @@ def test_trtllm_runs_the_fastest_it_has_and_nvls_only_behind_nvswitch() -> None:
 
 def test_latency_dominates_small_messages_and_bandwidth_large_ones() -> None:
     small, large = one_shot(H200, 8, 1 * KIB), one_shot(H200, 8, 64 * 2**20)
-    assert small < 10e-6 and large > 1e-3
+    assert small < 15e-6 and large > 1e-3
