@@ -4,10 +4,11 @@
 Usage: python bench/serving_fidelity.py [--fit] [--rows] [--holdout]
 Prints output tokens/s per GPU predicted vs measured (and TTFT / TPOT where published) and, per
 group (source, GPU, model, engine, tp): rows, median |error|, 90th percentile |error| and the bias
-(mean signed error, + = predicted too fast). Exits 1 when any row predicts a rate at or below zero. Targets (issue 23): median <= 10 %, p90 <= 25 %, no GPU biased by more than 10 %.
+(mean signed error, + = predicted too fast). Exits 1 when any row predicts a rate at or below zero
+(issue 32). Targets (issues 23, 32): median <= 10 %, p90 <= 25 %, no GPU biased by more than 10 %.
 ``--fit`` refits the named efficiency constants of ``costmodel.serving.specs.ServingEfficiency`` on
-these rows (coordinate search on the mean squared log error) and prints them; copy them into the
-class defaults. Nothing else is fitted, and no other published result is read. ``--holdout`` refits
+these rows (coordinate search on the mean absolute log error, which targets the median) and prints
+them; copy them into the class defaults. Nothing else is fitted, and no other published result is read. ``--holdout`` refits
 once per GPU type without that GPU's rows and prints the error on the rows left out (the in-sample
 figures above are fitted on the very rows they report).
 """

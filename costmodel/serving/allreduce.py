@@ -11,11 +11,12 @@ therefore run their own NVLink kernels instead of NCCL's ring for these sizes:
   TensorRT-LLM ``customAllReduceKernels.cu`` ONESHOT).
 - **two-shot**: reduce-scatter then all-gather through the same peer buffers: 2(n − 1)/n·S bytes,
   one barrier more (``cross_device_reduce_2stage``; TensorRT-LLM TWOSHOT).
-- **NVLS**: NVLink SHARP on NVSwitch systems (H100 / H200 / B200 HGX, GB200 NVL72): the switch
-  reduces ``multimem.ld_reduce`` loads and multicasts ``multimem.st`` stores, so each GPU moves
-  about 2(n − 1)/n·S at a bus bandwidth above the ring's (NVIDIA, "NVLink SHARP" in the NCCL 2.17+
-  release notes and the CUDA PTX ISA ``multimem`` instructions; measured 8 x H200 busbw 482 GB/s
-  with NVLS against 368 GB/s for the ring, costmodel-notes §3.2 from ml-engineering).
+- **NVLS**: NVLink SHARP on NVSwitch systems (H100 / H200 / B200 HGX, GB200 NVL72): a
+  reduce-scatter then an all-gather multicast by the switch, two synchronisations whatever the
+  GPU count (NVIDIA developer blog "3x Faster AllReduce with NVSwitch and TensorRT-LLM MultiShot",
+  2024; the CUDA PTX ISA ``multimem`` instructions), each GPU moving about 2(n − 1)/n·S at a bus
+  bandwidth above the ring's (measured 8 x H200 busbw 482 GB/s with NVLS against 368 GB/s for the
+  ring, costmodel-notes §3.2 from ml-engineering).
 - **ring**: NCCL's ring with its fastest protocol (``costmodel.comm.all_reduce``, NCCL
   ``src/graph/tuning.cc`` latencies): 2(n − 1) hops of latency.
 

@@ -83,9 +83,12 @@ inference", 2025); the fitted bandwidth fractions may not exceed it."""
 
 class ServingEfficiency(BaseModel):
     """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
-    the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else:
-    the defaults below are that fit (136 stated rows: median |error| 9.6 %, p90 22.0 %, every GPU
-    type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
+    the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else
+    (mean absolute log error, coordinate search). The defaults below are that fit: 136 stated rows,
+    median |error| 8.8 %, p90 22.7 %, bias +3.1 %. Everything else in the decode step is priced from
+    its mechanism with a cited constant: the engines' all-reduce algorithms
+    (:mod:`costmodel.serving.allreduce`), the kernels per layer (``engines.EngineDefaults``), MoE
+    experts touched (:mod:`costmodel.serving.moe`), sliding windows and MLA (``shape``)."""
 
     model_config = _FROZEN
     decode_memory: float = Field(default=0.8518, gt=0, le=HBM_CEILING)
@@ -105,6 +108,8 @@ class ServingEfficiency(BaseModel):
     """Exponent p of the p-norm that joins a decode kernel's traffic and compute times
     (``StepParts.kernel``): large p is the plain roofline max, p = 1 no overlap at all."""
     moe_imbalance: float = Field(default=2.242, ge=1, le=4)
-    """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
-    uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
-    the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""
+    """Time of the slowest rank over the mean where ranks hold different work: the expert GEMMs
+    under expert parallelism (routed tokens are not uniform over experts) and the attention under
+    attention DP (ranks do not hold equal requests); the slowest rank sets the step (DeepSeek-V3
+    arXiv:2412.19437 §3.4 balances experts for this reason). Tensor-parallel experts and attention
+    are balanced by construction and take no factor."""
