@@ -18,6 +18,7 @@ from costmodel.precision import fp8_gemm_speedup
 from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
+from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
 from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
@@ -162,7 +163,8 @@ def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: fl
 def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, context: float,
                        precision: WeightPrecision, kv_element_bytes: float) -> StepParts:
     """One block in a decode step of ``batch`` sequences of mean ``context`` tokens: weight + KV
-    traffic, GEMM + attention compute, communication and the kernels' fixed costs. Routed experts
+    traffic (each kernel at the HBM rate its transfer size reaches, :mod:`costmodel.serving.hbm`),
+    GEMM + attention compute, communication and the kernels' fixed costs. Routed experts
     count only those some token touched, on the busiest GPU (:mod:`costmodel.serving.moe`); the
     attention core reads only the window of a sliding-window layer, MLA's latent cache with its
     absorbed decode width (:func:`costmodel.serving.shape.decode_core_width`)."""
@@ -171,20 +173,20 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
-    dense = StepParts.kernel(weights / bandwidth, gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
+    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
     core = 2.0 * batch * kept * decode_core_width(block) / instance.tp
     kv_bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.kv_memory
-    attention = StepParts.kernel(kv / kv_bandwidth, core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
+    attention = StepParts.kernel(stream_seconds(kv, 1, kv_bandwidth), core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
     if instance.attention_dp:  # attention-DP ranks hold unequal requests; the slowest sets the step
         attention = attention.scaled(eff.moe_imbalance)
     parts = dense + attention
     if block.layer.is_moe:
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
-        parts = parts + StepParts.kernel(expert_bytes / bandwidth, skew * expert_seconds, ridge)
+        parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
     overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 

@@ -9,6 +9,7 @@ from costmodel.kernels import gemm_time
 from costmodel.serving.allreduce import kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS
+from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
@@ -97,7 +98,9 @@ def test_sliding_window_layers_read_only_their_window() -> None:
     assert short.traffic < long.traffic
     kv_long = 16 * 8000 * full.kv_elements_per_token
     kv_short = 16 * 128 * windowed.kv_elements_per_token
-    assert long.traffic - short.traffic == pytest.approx((kv_long - kv_short) / (3350e9 * H100.efficiency.kv_memory), rel=1e-6)
+    bandwidth = 3350e9 * H100.efficiency.kv_memory
+    expected = stream_seconds(kv_long, 1, bandwidth) - stream_seconds(kv_short, 1, bandwidth)
+    assert long.traffic - short.traffic == pytest.approx(expected, rel=1e-6)
 
 
 def test_mla_decodes_in_the_absorbed_latent_form() -> None:
