@@ -9,6 +9,10 @@ runs), sends SIGINT after a seeded random delay and sorts the outcome:
   or it printed a ``KeyboardInterrupt`` traceback none of whose frames lies in ``cli.py`` past its
   handler statement (:data:`HANDLER_LINE`, the line that installs the handler: ``cli.py`` runs it
   first) nor in the ``planner`` package, i.e. the interpreter's start-up or the import of ``cli.py``;
+  or it printed a bare ``KeyboardInterrupt`` with no traceback at all: Python's own handler raised it
+  while no Python frame ran (start-up in C, or reading and compiling ``cli.py``). After the handler
+  statement no such line can come: meshplan's handler either exits with its own line or raises
+  inside meshplan's frames, which a traceback would name;
 - ``finished``: the plan ended (exit 0) before the signal came (only at delays of about 0.5 s);
 - ``bad``: anything else (a traceback from meshplan's code, a second line, another exit code).
 
@@ -45,6 +49,8 @@ def kind(code: int, out: str, err: str) -> str:
         return "finished"
     if code == -signal.SIGINT and not err:
         return "exempt"  # killed by the signal's default action: Python had not installed its handler
+    if code == -signal.SIGINT and err == "KeyboardInterrupt\n":
+        return "exempt"
     if "Traceback" in err and err.rstrip().endswith("KeyboardInterrupt") and not any(_ours(p, int(n)) for p, n in _FRAME.findall(err)):
         return "exempt"
     return "bad"
@@ -58,15 +64,22 @@ def _ours(path: str, line: int) -> bool:
     return (ROOT / "planner") in file.parents
 
 
+def _default_sigint() -> None:
+    """In the child: SIGINT's default action, as in a terminal (a shell's background job starts with
+    SIGINT ignored; Python then keeps ignoring it until ``cli.py`` installs its handler)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def one_try(delay: float) -> tuple[str, str]:
-    """Start ``meshplan plan``, send SIGINT after ``delay`` seconds: the outcome's kind and stderr."""
+    """Start ``meshplan plan``, send SIGINT after ``delay`` seconds: the outcome's kind and its exit
+    code and stderr."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *PLAN], cwd=ROOT, env=env,
+    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), *PLAN], cwd=ROOT, env=env, preexec_fn=_default_sigint,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    return kind(proc.returncode, out, err), err
+    return kind(proc.returncode, out, err), f"exit {proc.returncode}\n{err}"
 
 
 def run(tries: int, seed: int, low: float = 0.01, high: float = 0.1) -> dict[str, list[tuple[float, str]]]:

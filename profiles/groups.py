@@ -19,7 +19,6 @@ GPUs and nodes are numbered across the cluster, group after group. Every problem
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -30,7 +29,8 @@ from costmodel.hetero import ClusterGroup, GroupLink, HeteroCluster
 from costmodel.specs import ClusterSpec
 from profiles.entries import as_object, build_cluster
 from profiles.errors import ProfileError
-from profiles.loader import _find_gpu, _gpu_table, load_cluster
+from profiles.jsonio import read_json
+from profiles.loader import FIX_FILE, _find_gpu, _gpu_table, load_cluster
 
 PathArg = str | os.PathLike[str]
 
@@ -46,7 +46,7 @@ def load_hetero_cluster(arg: PathArg, gpus: int | None = None) -> HeteroCluster:
     equal the groups' total; a single preset or file needs it (it is that group's size)."""
     if is_group_spec(arg):
         hetero = _from_spec(os.fspath(arg))
-    elif _is_groups_file(arg):
+    elif is_groups_file(arg):
         hetero = _from_file(Path(os.fspath(arg)))
     else:
         if gpus is None:
@@ -89,21 +89,22 @@ def _group(cluster: ClusterSpec, gpus: int, where: str) -> ClusterGroup:
     return ClusterGroup(cluster=cluster, gpus=gpus)
 
 
-def _is_groups_file(arg: PathArg) -> bool:
-    """A readable JSON file whose object has ``"groups"``."""
+def is_groups_file(arg: PathArg) -> bool:
+    """Whether ``arg`` is a ``.json`` file whose object has ``"groups"``. The file is read through the
+    gate (:mod:`profiles.jsonio`: size cap, nesting depth, UTF-8, no NaN), so a file it refuses raises
+    the :class:`ProfileError` that :func:`profiles.load_cluster` would; a path that is not a regular
+    ``.json`` file is False (the cluster loader reports it)."""
     path = Path(os.fspath(arg))
     if path.suffix.lower() != ".json" or not path.is_file():
         return False
-    try:
-        return isinstance(raw := json.loads(path.read_text(encoding="utf-8")), dict) and "groups" in raw
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False  # load_cluster reports it
+    raw = read_json(path, f"cluster file '{path}'", FIX_FILE)
+    return isinstance(raw, dict) and "groups" in raw
 
 
 def _from_file(path: Path) -> HeteroCluster:
-    """Groups and links from a groups JSON file."""
+    """Groups and links from a groups JSON file (read through the gate, :mod:`profiles.jsonio`)."""
     where = f"cluster file '{path}'"
-    obj = as_object(json.loads(path.read_text(encoding="utf-8")), where)
+    obj = as_object(read_json(path, where, FIX_FILE), where)
     unknown = sorted(set(obj) - {"name", "groups", "links", "sources", "about"})
     if unknown:
         raise ProfileError(f"{where}: unknown field '{unknown[0]}' (a groups file has name, groups, links)")

@@ -10,9 +10,7 @@ Megatron-LM, torchtitan and DeepSpeed cannot run uneven shares or per-stage GPU 
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 from costmodel.hetero import HeteroCluster
@@ -46,21 +44,19 @@ BOUND_NOTE = ("search packed the GPUs by rule (too many replica mixes to enumera
 
 
 def names_groups(cluster: Any) -> bool:
-    """Whether a cluster argument names groups: ``C:N[,C:N]`` or a JSON file with ``groups``."""
-    from profiles import is_group_spec
+    """Whether a cluster argument names groups: ``C:N[,C:N]`` or a JSON file with ``groups``. The
+    file is read through the gate (``profiles.jsonio``), so a file it refuses (too large, nested too
+    deep, not JSON) raises :class:`InputError` with the line the cluster loader would print."""
+    from profiles import ProfileError, is_group_spec, is_groups_file
 
     if not isinstance(cluster, (str, os.PathLike)):
         return False
     if isinstance(cluster, str) and is_group_spec(cluster):
         return True
-    path = Path(os.fspath(cluster))
-    if path.suffix.lower() != ".json" or not path.is_file():
-        return False
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and "groups" in data
+        return is_groups_file(cluster)
+    except ProfileError as err:
+        raise InputError(str(err)) from None
 
 
 def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:

@@ -41,5 +41,7 @@ def test_outcomes_are_sorted_by_where_the_signal_landed() -> None:
     assert sigint.kind(1, "", _traceback((CLI, sigint.HANDLER_LINE))) == "exempt"
     assert sigint.kind(1, "", _traceback((CLI, sigint.HANDLER_LINE + 1))) == "bad"
     assert sigint.kind(1, "", _traceback((CLI, 40), (PLANNER, 70))) == "bad"
+    assert sigint.kind(-signal.SIGINT, "", "KeyboardInterrupt\n") == "exempt"  # no Python frame ran
+    assert sigint.kind(1, "", "KeyboardInterrupt\n") == "bad"
     assert sigint.kind(130, "", "meshplan: interrupted\nmeshplan: interrupted\n") == "bad"
     assert sigint.kind(0, "{}", "meshplan: searched in 0.2 s (optimal)\n") == "finished"

@@ -10,6 +10,7 @@ from profiles import (
     ProfileError,
     degrade,
     is_group_spec,
+    is_groups_file,
     load_cluster,
     load_hetero_cluster,
     parse_down,
@@ -38,6 +39,32 @@ def test_groups_file_with_links(tmp_path):
     cluster = load_hetero_cluster(path)
     assert cluster.name == "mixed" and cluster.gpus == 24
     assert cluster.link(1, 0).bandwidth_gbps == 5 and cluster.link(0, 1).latency_us == 20
+
+
+@pytest.mark.parametrize("text, words", [
+    ('{"groups": [{"cluster": "dgx-a100", "gpus": 8}], "about": "' + "x" * (17 * 2**20) + '"}',
+     "is 17 MiB, over the 16 MiB such a file may be; fix the file"),
+    ('{"groups": ' + "[" * 100_000 + "]" * 100_000 + "}", "nests 100001 levels deep (at most 64); fix the file"),
+    ('{"groups": [{"cluster": "dgx-a100", "gpus": NaN}]}', "holds NaN, which is not JSON"),
+])
+def test_groups_files_pass_the_gate_of_single_cluster_files(tmp_path, text, words):
+    """The size cap, depth check and NaN refusal of profiles.jsonio, as a single-cluster file gets them."""
+    path = tmp_path / "groups.json"
+    path.write_text(text)
+    for load in (lambda: load_hetero_cluster(path), lambda: is_groups_file(path), lambda: load_cluster(path)):
+        with pytest.raises(ProfileError) as err:
+            load()
+        assert str(err.value) == f"cluster file '{path}' {words}" or words in str(err.value)
+        assert "\n" not in str(err.value)
+
+
+def test_is_groups_file_leaves_other_paths_to_the_cluster_loader(tmp_path):
+    single = tmp_path / "one.json"
+    single.write_text(json.dumps({"gpu": "a100", "gpus_per_node": 8}))
+    assert not is_groups_file(single) and not is_groups_file(tmp_path / "missing.json") and not is_groups_file("dgx-a100")
+    groups = tmp_path / "g.json"
+    groups.write_text(json.dumps({"groups": [{"cluster": "dgx-a100", "gpus": 8}]}))
+    assert is_groups_file(groups)
 
 
 @pytest.mark.parametrize("arg, gpus, words", [

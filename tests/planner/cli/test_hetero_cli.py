@@ -85,3 +85,32 @@ def test_sweep_plans_a_mixed_cluster_with_the_heterogeneous_search(meshplan) -> 
     got = json.loads(proc.stdout)
     assert got["request"]["clusters"] == ["dgx-h100:8,dgx-a100:8"] and got["request"]["slow"] == ["3=0.5"]
     assert [p["status"] for p in got["points"]] == ["ok"]
+
+
+def _refused_file(folder: Path, kind: str) -> tuple[Path, str]:
+    """A cluster file the gate refuses (issue 35): nested 100,000 deep, or a 17 MiB groups file."""
+    path = folder / f"{kind}.json"
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        return path, "nests 100000 levels deep (at most 64)"
+    path.write_text(json.dumps({"groups": [{"cluster": "dgx-a100", "gpus": 8}], "about": "x" * (17 * 2**20)}))
+    return path, "is 17 MiB, over the 16 MiB such a file may be"
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate", "sweep"])
+@pytest.mark.parametrize("kind", ["nested", "big-groups"])
+def test_cluster_files_the_gate_refuses_exit_2(meshplan, one_line_error, tmp_path: Path, command: str, kind: str) -> None:
+    path, fragment = _refused_file(tmp_path, kind)
+    one_line_error(meshplan(command, *JOB, "--cluster", str(path), "--gpus", "8"), 2, fragment)
+
+
+@pytest.mark.parametrize("kind", ["nested", "big-groups"])
+def test_the_api_raises_input_error_for_them(tmp_path: Path, kind: str) -> None:
+    import planner
+    from planner.errors import InputError
+
+    path, fragment = _refused_file(tmp_path, kind)
+    job = {"model": "gpt-1.7b", "cluster": str(path), "gpus": 8, "global_batch": 32, "seq_len": 2048}
+    for call in (lambda: planner.estimate(**job, tp=1, pp=1), lambda: planner.plan(**job), lambda: planner.plan(**job, slow="3=0.5")):
+        with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            call()
