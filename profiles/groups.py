@@ -10,8 +10,9 @@ Forms of a cluster argument (:func:`load_hetero_cluster`):
   ``cluster`` is a preset, a file path (relative to the JSON file) or an inline cluster entry;
   ``links`` is one object ``{"bandwidth_gbps": B, "latency_us": L}`` for every pair, or a list of
   such objects each with ``"groups": [i, j]``.
-- Any other argument (a preset or a single-group file) is one group of ``gpus`` GPUs, exactly as
-  :func:`profiles.load_cluster` loads it.
+- Any other argument (a preset or a single-group file) is ``gpus`` GPUs of it, exactly as
+  :func:`profiles.load_cluster` loads it: any count ``meshplan plan`` takes, a partial last node a
+  group of its own (:func:`one_cluster`).
 
 GPUs and nodes are numbered across the cluster, group after group. Every problem raises
 :class:`ProfileError` (a ``ValueError``) with a one-line message.
@@ -51,12 +52,26 @@ def load_hetero_cluster(arg: PathArg, gpus: int | None = None) -> HeteroCluster:
     else:
         if gpus is None:
             raise ProfileError(f"cluster '{os.fspath(arg)}' is one group: give its GPU count ('{os.fspath(arg)}:N')")
-        cluster = load_cluster(arg)
-        return HeteroCluster(name=cluster.name, groups=(_group(cluster, gpus, os.fspath(arg)),))
+        return one_cluster(load_cluster(arg), gpus)
     if gpus is not None and gpus != hetero.gpus:
         counts = " + ".join(str(g.gpus) for g in hetero.groups)
         raise ProfileError(f"the groups of '{os.fspath(arg)}' hold {counts} = {hetero.gpus} GPUs, not {gpus}")
     return hetero
+
+
+def one_cluster(cluster: ClusterSpec, gpus: int) -> HeteroCluster:
+    """``gpus`` GPUs of one preset or file, every count ``meshplan plan`` takes without ``--slow``:
+    its whole nodes as one group, and a last partial node (``--gpus 4`` or ``12`` of 8-GPU nodes) as
+    a second group of the same preset with that many GPUs in its node. The partial node keeps the
+    preset's links (inside it its NVLink, to the other group its network, ``default_link``) and GPU
+    and node numbers run on across the groups, as they do on the plain cluster."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+        raise ProfileError(f"the GPU count must be a positive whole number, got {gpus!r:.40}")
+    whole, rest = divmod(gpus, cluster.gpus_per_node)
+    groups = [ClusterGroup(cluster=cluster, gpus=whole * cluster.gpus_per_node)] if whole else []
+    if rest:
+        groups.append(ClusterGroup(cluster=cluster.model_copy(update={"gpus_per_node": rest}), gpus=rest))
+    return HeteroCluster(name=cluster.name, groups=tuple(groups))
 
 
 def _split_count(text: str) -> tuple[str, int] | None:

@@ -59,17 +59,22 @@ def names_groups(cluster: Any) -> bool:
         raise InputError(str(err)) from None
 
 
+def plain_cluster(cluster: HeteroCluster, arg: Any) -> bool:
+    """Whether ``cluster``, resolved from the cluster argument ``arg``, is that argument unchanged: one
+    preset, file or ClusterSpec (not groups) with no GPU slow and no node down. It may be two groups
+    (a partial last node, ``profiles.one_cluster``); the caller then plans ``arg`` as it is."""
+    undegraded = all(not g.down_nodes and all(s == 1.0 for s in g.speeds) for g in cluster.groups)
+    return undegraded and not names_groups(arg)
+
+
 def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
-    from costmodel.hetero import ClusterGroup
     from costmodel.specs import ClusterSpec
-    from profiles import degrade, load_hetero_cluster
+    from profiles import degrade, load_hetero_cluster, one_cluster
 
     try:
-        if isinstance(cluster, ClusterSpec):  # the API's cluster object: one group of ``gpus`` GPUs
-            if not isinstance(gpus, int) or gpus <= 0 or gpus % cluster.gpus_per_node:
-                raise InputError(f"{gpus} GPUs is not a whole number of {cluster.gpus_per_node}-GPU nodes of {cluster.name}")
-            loaded = HeteroCluster(name=cluster.name, groups=(ClusterGroup(cluster=cluster, gpus=gpus),))
+        if isinstance(cluster, ClusterSpec):  # the API's cluster object: ``gpus`` GPUs of it
+            loaded = one_cluster(cluster, gpus)
         elif isinstance(cluster, (str, os.PathLike)):
             loaded = load_hetero_cluster(cluster, gpus)
         else:
@@ -198,6 +203,8 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
     from planner.plans.build import check_target_model
 
     cluster = resolve_hetero(kwargs["cluster"], kwargs["gpus"], slow, down, kwargs["memory_headroom_gib"])
+    if plain_cluster(cluster, kwargs["cluster"]):  # e.g. --slow 5=1 on a preset: the plain command's plan
+        return homogeneous(**kwargs)
     if cluster.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
         return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": 0.0})
     model = resolve_model_arg(kwargs["model"], kwargs["trace"])

@@ -104,3 +104,23 @@ def test_bad_degradation_one_line(slow, down, words):
     with pytest.raises(ValueError, match=words) as err:
         degrade(cluster, slow, down)
     assert isinstance(err.value, ProfileError) and "\n" not in str(err.value)
+
+
+def test_one_cluster_takes_every_count_the_plain_planner_takes():
+    """Issue 35: whole nodes as one group, a partial last node as a second group of the same preset."""
+    from profiles import one_cluster
+
+    a100 = load_cluster("dgx-a100")
+    assert one_cluster(a100, 16).groups == (load_hetero_cluster("dgx-a100:16").groups[0],)
+    twelve = one_cluster(a100, 12)
+    assert [(g.gpus, g.cluster.gpus_per_node) for g in twelve.groups] == [(8, 8), (4, 4)]
+    assert twelve.first_gpu(1) == 8 and twelve.first_node(1) == 1 and twelve.gpus == 12
+    assert twelve.link(0, 1).bandwidth_gbps == a100.network_bandwidth_gbps
+    assert twelve.groups[1].cluster == a100.model_copy(update={"gpus_per_node": 4})
+    assert [(g.gpus, g.cluster.gpus_per_node) for g in one_cluster(a100, 3).groups] == [(3, 3)]
+    down = degrade(twelve, "0=0.5", "node:1")
+    assert down.groups[0].speed(0) == 0.5 and down.groups[1].down_nodes == (0,)
+    assert load_hetero_cluster("dgx-a100", 12) == twelve
+    for bad in (0, -8, True):
+        with pytest.raises(ProfileError, match="positive whole number"):
+            one_cluster(a100, bad)

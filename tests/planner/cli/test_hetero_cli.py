@@ -114,3 +114,26 @@ def test_the_api_raises_input_error_for_them(tmp_path: Path, kind: str) -> None:
     for call in (lambda: planner.estimate(**job, tp=1, pp=1), lambda: planner.plan(**job), lambda: planner.plan(**job, slow="3=0.5")):
         with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
             call()
+
+
+ANY_SIZE = ["--model", "gpt-1.7b", "--global-batch", "48", "--seq-len", "2048", "--cluster", "dgx-a100"]
+
+
+@pytest.mark.parametrize("gpus, flags", [
+    ("4", ["--slow", "3=0.5"]), ("3", ["--slow", "0=0.5"]), ("12", ["--slow", "9=0.5"]), ("12", ["--down", "node:0"]),
+    ("12", ["--down", "node:1", "--slow", "2=0.7"]),
+])
+def test_slow_and_down_take_every_size_the_plain_command_takes(meshplan, gpus: str, flags: list[str]) -> None:
+    """Issue 35: a partial node (half a dgx-a100, or one and a half) is planned with --slow / --down too."""
+    assert meshplan("plan", *ANY_SIZE, "--gpus", gpus, "--top-k", "1").returncode == 0
+    for command in ("plan", "estimate"):
+        extra = ["--tp", "1", "--pp", "1"] if command == "estimate" else ["--top-k", "1"]
+        proc = meshplan(command, *ANY_SIZE, "--gpus", gpus, *flags, *extra)
+        assert proc.returncode == 0, f"{command}: {proc.stderr}"
+
+
+def test_a_slowdown_of_one_is_the_plain_plan_on_a_partial_node(meshplan, tmp_path: Path) -> None:
+    plain, same = tmp_path / "plain.json", tmp_path / "same.json"
+    assert meshplan("plan", *ANY_SIZE, "--gpus", "12", "-o", str(plain)).returncode == 0
+    assert meshplan("plan", *ANY_SIZE, "--gpus", "12", "--slow", "3=1", "-o", str(same)).returncode == 0
+    assert plain.read_bytes() == same.read_bytes()
