@@ -34,8 +34,8 @@ class Wheel:
     """SHA-256 of ``filename`` as the registry serves it (the registry's simple index lists it)."""
     members: tuple[str, ...]
     """Folders or files inside the wheel to extract (e.g. ``sglang/srt/``)."""
-    pip_flags: tuple[str, ...] = ()
-    """Extra ``pip download`` flags (``--python-version`` / ``--platform`` for a wheel of another build)."""
+    suffixes: tuple[str, ...] = ()
+    """Extract only files whose names end so (``.py``: the Python code, not the compiled kernels); all when empty."""
 
     def root(self) -> Path:
         """The folder holding the extracted members (fetched and extracted once)."""
@@ -51,7 +51,7 @@ def _download(wheel: Wheel, cache: Path) -> Path:
     if not path.is_file():
         cache.mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "pip", "download", f"{wheel.dist}=={wheel.version}", "--no-deps", "--only-binary=:all:",
-               *wheel.pip_flags, "--disable-pip-version-check", "-q", "-d", str(cache)]
+               "--disable-pip-version-check", "-q", "-d", str(cache)]
         try:
             done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         except (OSError, subprocess.TimeoutExpired) as err:
@@ -71,7 +71,8 @@ def _extract(wheel: Wheel, path: Path, target: Path) -> None:
     try:
         with zipfile.ZipFile(path) as archive:
             for name in archive.namelist():
-                if name.startswith(wheel.members) and not name.endswith("/") and ".." not in name.split("/"):
+                wanted = name.startswith(wheel.members) and (not wheel.suffixes or name.endswith(wheel.suffixes))
+                if wanted and not name.endswith("/") and ".." not in name.split("/"):
                     archive.extract(name, staging)
         (staging / ".complete").write_text(wheel.filename)
         if target.exists():
