@@ -9,7 +9,9 @@ installs :func:`_on_sigint`: Ctrl-C raises ``KeyboardInterrupt``, so that the co
 blocks remove temporary files and stop worker processes, and ``planner.cli.main`` reports it in one
 line, exit 130; but inside an import it exits at once, as the first handler does, because an
 exception raised inside an extension module's import leaves it half-initialised (pydantic-core's
-Rust code then panicked with "failed to import datetime C API", an internal error, exit 1).
+Rust code then panicked with "failed to import datetime C API", an internal error, exit 1). A
+``KeyboardInterrupt`` raised where Python drops exceptions (a ``__del__``, a weakref callback) would
+let the command run on; :func:`main` still reports the interrupt when the command returns.
 Importing this module (the console script does) installs the handler in the importing process.
 """
 
@@ -31,8 +33,13 @@ def _exit_now(_signum: int, _frame: FrameType | None) -> None:
     os._exit(INTERRUPTED)
 
 
+_caught: list[int] = []
+"""One entry per SIGINT :func:`_on_sigint` turned into ``KeyboardInterrupt``."""
+
+
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
     """SIGINT while a command runs: ``KeyboardInterrupt``, or :func:`_exit_now` inside an import."""
+    _caught.append(signum)
     while frame is not None:
         if frame.f_code.co_filename.startswith("<frozen importlib"):
             _exit_now(signum, frame)
@@ -46,7 +53,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from planner.cli import main as run
 
         _signal.signal(_signal.SIGINT, _on_sigint)  # a Ctrl-C now unwinds the command
-        return run(argv)
+        code = run(argv)
+        if _caught and code != INTERRUPTED:  # raised where Python drops exceptions (a __del__, a weakref callback)
+            raise KeyboardInterrupt
+        return code
     except KeyboardInterrupt:  # between the two handlers, before planner.cli.main's own try
         sys.stderr.write("meshplan: interrupted\n")
         return INTERRUPTED

@@ -12,7 +12,10 @@ runs), sends SIGINT after a seeded random delay and sorts the outcome:
   or it printed a bare ``KeyboardInterrupt`` with no traceback at all: Python's own handler raised it
   while no Python frame ran (start-up in C, or reading and compiling ``cli.py``). After the handler
   statement no such line can come: meshplan's handler either exits with its own line or raises
-  inside meshplan's frames, which a traceback would name;
+  inside meshplan's frames, which a traceback would name; or the plan ran to the end (exit 0) after
+  Python printed "Exception ignored in" a ``KeyboardInterrupt`` from frames none of which is
+  meshplan's: Python's own handler raised it inside an importlib callback during start-up, where
+  Python drops exceptions (meshplan's handler, inside an import, exits at once instead);
 - ``finished``: the plan ended (exit 0) before the signal came (only at delays of about 0.5 s);
 - ``bad``: anything else (a traceback from meshplan's code, a second line, another exit code).
 
@@ -47,13 +50,20 @@ def kind(code: int, out: str, err: str) -> str:
         return "clean"
     if code == 0 and "interrupted" not in err and "Traceback" not in err:
         return "finished"
+    if code == 0 and "interrupted" not in err and "Exception ignored in" in err and not _any_ours(err):
+        return "exempt"  # Python's own handler raised inside an importlib callback, which drops it; the plan ran on
     if code == -signal.SIGINT and not err:
         return "exempt"  # killed by the signal's default action: Python had not installed its handler
     if code == -signal.SIGINT and err == "KeyboardInterrupt\n":
         return "exempt"
-    if "Traceback" in err and err.rstrip().endswith("KeyboardInterrupt") and not any(_ours(p, int(n)) for p, n in _FRAME.findall(err)):
+    if "Traceback" in err and err.rstrip().endswith("KeyboardInterrupt") and not _any_ours(err):
         return "exempt"
     return "bad"
+
+
+def _any_ours(err: str) -> bool:
+    """Whether any traceback frame in ``err`` is meshplan's code running with its handler installed."""
+    return any(_ours(path, int(line)) for path, line in _FRAME.findall(err))
 
 
 def _ours(path: str, line: int) -> bool:

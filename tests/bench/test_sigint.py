@@ -23,7 +23,11 @@ def _traceback(*frames: tuple[str, int]) -> str:
 def test_ten_interrupts_early_in_plan_end_in_one_line() -> None:
     found = sigint.run(10, seed=1)
     assert not found["bad"], found["bad"]
-    assert len(found["clean"]) >= 5  # most tries land after start-up (about 0.03 s): they are the check
+    # On a loaded machine start-up alone can outlast 0.1 s (every try exempt): later tries make sure
+    # that some land in meshplan's code, so that the check cannot pass vacuously.
+    late = sigint.run(5, seed=2, low=0.15, high=0.4)
+    assert not late["bad"], late["bad"]
+    assert len(found["clean"]) + len(late["clean"]) >= 3
 
 
 def test_the_handler_line_is_found_and_comes_first() -> None:
@@ -45,3 +49,8 @@ def test_outcomes_are_sorted_by_where_the_signal_landed() -> None:
     assert sigint.kind(1, "", "KeyboardInterrupt\n") == "bad"
     assert sigint.kind(130, "", "meshplan: interrupted\nmeshplan: interrupted\n") == "bad"
     assert sigint.kind(0, "{}", "meshplan: searched in 0.2 s (optimal)\n") == "finished"
+    ignored = "Exception ignored in: <function _get_module_lock.<locals>.cb at 0x7f>\nTraceback (most recent call last):\n"
+    frame = '  File "<frozen importlib._bootstrap>", line 207, in cb\n'
+    searched = "KeyboardInterrupt: \nmeshplan: searched in 0.7 s (optimal)\n"
+    assert sigint.kind(0, "{}", ignored + frame + searched) == "exempt"  # seen once under load, at 0.069 s
+    assert sigint.kind(0, "{}", ignored + f'  File "{PLANNER}", line 70, in main\n' + searched) == "bad"
