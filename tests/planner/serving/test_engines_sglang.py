@@ -22,6 +22,7 @@ ARCHITECTURES = {"llama3.1-70b": "LlamaForCausalLM", "qwen3-235b-a22b": "Qwen3Mo
 """``architectures`` of each preset's Hugging Face config.json (meta-llama/Llama-3.1-70B,
 Qwen/Qwen3-235B-A22B), which ``check_server_args`` reads."""
 PROGRAM = ["python", "-m", "sglang.launch_server"]
+ROUTER = ["python", "-m", "sglang.srt.disaggregation.mini_lb"]
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +66,16 @@ def test_sglangs_parser_refuses_what_it_does_not_define(sglang, llama_aggregated
             _check(sglang, llama_aggregated_plan, argv + bad)
     with pytest.raises(AssertionError, match="divisible by number of nodes"):
         _check(sglang, llama_aggregated_plan, argv + ["--tp-size", "3", "--nnodes", "2"])
+
+
+def test_sglangs_router_reads_the_disaggregated_export(sglang, llama_serving_plan, tmp_path) -> None:
+    """The mini_lb router line: SGLang's LBArgs take every prefill and decode server the script starts."""
+    plan = llama_serving_plan
+    assert plan.estimate.deployment.mode == "disaggregated"
+    calls = _argv_lines(export_serving(plan, "sglang", 8), tmp_path)
+    routers = [argv[len(ROUTER):] for argv in calls if argv[: len(ROUTER)] == ROUTER]
+    assert len(routers) == 1
+    args = sglang.router_args(routers[0])
+    servers = {argv[argv.index("--port") + 1]: argv[argv.index("--disaggregation-mode") + 1] for argv in _launches(plan, tmp_path)}
+    assert sorted(url.rsplit(":", 1)[1] for url, _ in args.prefill_infos) == sorted(p for p, r in servers.items() if r == "prefill")
+    assert sorted(url.rsplit(":", 1)[1] for url in args.decode_infos) == sorted(p for p, r in servers.items() if r == "decode")

@@ -21,7 +21,10 @@ imports are stood in for, only while it loads and runs:
   Hugging Face config) answers a text model (``is_multimodal`` False): every exported model
   (Llama, Qwen, DeepSeek presets) is one, and only multimodal models change the memory fraction.
 
-No check of ``__post_init__`` or ``check_server_args`` is replaced or skipped.
+No check of ``__post_init__`` or ``check_server_args`` is replaced or skipped. The router of a
+disaggregated deployment (``python -m sglang.srt.disaggregation.mini_lb``, whose ``__main__`` runs
+``launch_lb.main``) is read by ``launch_lb.py``'s ``LBArgs`` (its parser and ``from_cli_args``),
+which imports nothing but the standard library (:func:`router_args`).
 """
 
 from __future__ import annotations
@@ -38,7 +41,8 @@ from tests.planner.serving.engines.wheel import Wheel
 
 WHEEL = Wheel(dist="sglang", version="0.4.10", filename="sglang-0.4.10-py3-none-any.whl",
               sha256="93b4eaca8f2815477e3a4005639cda095f24f1f7435b5898a62acb48c327bf2b",
-              members=("sglang/srt/server_args.py", "sglang/srt/reasoning_parser.py", "sglang/srt/utils.py"))
+              members=("sglang/srt/server_args.py", "sglang/srt/reasoning_parser.py", "sglang/srt/utils.py",
+                       "sglang/srt/disaggregation/launch_lb.py"))
 UTILS = ("nullable_str", "is_valid_ipv6_address", "is_remote_url", "is_port_available",
          "SUPPORTED_LORA_TARGET_MODULES", "LORA_TARGET_ALL_MODULES")
 
@@ -91,3 +95,17 @@ def server_args(argv: list[str], gpu_memory_mib: float, architecture: str) -> An
         args = module.prepare_server_args(list(argv))
         args.check_server_args()
     return args
+
+
+def router_args(argv: list[str]) -> Any:
+    """SGLang's ``LBArgs`` for the router's ``argv`` (the words after ``python -m
+    sglang.srt.disaggregation.mini_lb``), built as ``launch_lb.main`` builds it."""
+    import argparse
+
+    spec = importlib.util.spec_from_file_location("sglang_launch_lb", WHEEL.root() / "sglang" / "srt" / "disaggregation" / "launch_lb.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    parser = argparse.ArgumentParser()
+    module.LBArgs.add_cli_args(parser)
+    return module.LBArgs.from_cli_args(parser.parse_args(list(argv)))
