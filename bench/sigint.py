@@ -4,18 +4,19 @@ Each try starts ``python cli.py plan ...`` (a plan that takes seconds, so every 
 runs), sends SIGINT after a seeded random delay and sorts the outcome:
 
 - ``clean``: exit 130 and exactly one stderr line, ``meshplan: interrupted``, empty stdout;
-- ``exempt``: the signal landed before meshplan's own code started, told apart by what the process
-  left: it died of the signal before Python installed its handler (return code -2, nothing printed),
-  or it printed a ``KeyboardInterrupt`` traceback none of whose frames lies in ``cli.py`` past its
-  handler statement (:data:`HANDLER_LINE`, the line that installs the handler: ``cli.py`` runs it
-  first) nor in the ``planner`` package, i.e. the interpreter's start-up or the import of ``cli.py``;
-  or it printed a bare ``KeyboardInterrupt`` with no traceback at all: Python's own handler raised it
-  while no Python frame ran (start-up in C, or reading and compiling ``cli.py``). After the handler
-  statement no such line can come: meshplan's handler either exits with its own line or raises
-  inside meshplan's frames, which a traceback would name; or the plan ran to the end (exit 0) after
-  Python printed "Exception ignored in" a ``KeyboardInterrupt`` from frames none of which is
-  meshplan's: Python's own handler raised it inside an importlib callback during start-up, where
-  Python drops exceptions (meshplan's handler, inside an import, exits at once instead);
+- ``exempt``: the signal landed before meshplan's own code started. ``cli.py`` installs its handler
+  as its first statement (:data:`HANDLER_LINE`); from then on a SIGINT either ends in meshplan's one
+  line or raises inside meshplan's frames, which any traceback would name. So a try is exempt when
+  what it left names no frame of meshplan's: it died of the signal before Python installed its own
+  handler (exit -2, nothing printed); or it printed a ``KeyboardInterrupt`` traceback none of whose
+  frames lies in ``cli.py`` past the handler line nor in the ``planner`` package (the interpreter's
+  start-up; a signal that arrives while ``cli.py`` is compiled is raised at its "line 0"); or a bare
+  ``KeyboardInterrupt`` with no traceback at all (exit -2, or 1 when CPython meets it in its own
+  start-up steps); or the plan ran to the end (exit 0) after Python printed "Exception ignored in"
+  for a ``KeyboardInterrupt`` from frames none of which is meshplan's (Python's own handler raised
+  it inside an importlib callback during start-up, where Python drops exceptions; meshplan's
+  handler, inside an import, exits at once instead, and ``cli.main`` reports an interrupt that
+  Python dropped elsewhere);
 - ``finished``: the plan ended (exit 0) before the signal came (only at delays of about 0.5 s);
 - ``bad``: anything else (a traceback from meshplan's code, a second line, another exit code).
 
@@ -54,8 +55,8 @@ def kind(code: int, out: str, err: str) -> str:
         return "exempt"  # Python's own handler raised inside an importlib callback, which drops it; the plan ran on
     if code == -signal.SIGINT and not err:
         return "exempt"  # killed by the signal's default action: Python had not installed its handler
-    if code == -signal.SIGINT and err == "KeyboardInterrupt\n":
-        return "exempt"
+    if code in (-signal.SIGINT, 1) and err == "KeyboardInterrupt\n":
+        return "exempt"  # no frame at all: CPython's start-up, before cli.py ran
     if "Traceback" in err and err.rstrip().endswith("KeyboardInterrupt") and not _any_ours(err):
         return "exempt"
     return "bad"

@@ -46,7 +46,9 @@ def test_outcomes_are_sorted_by_where_the_signal_landed() -> None:
     assert sigint.kind(1, "", _traceback((CLI, sigint.HANDLER_LINE + 1))) == "bad"
     assert sigint.kind(1, "", _traceback((CLI, 40), (PLANNER, 70))) == "bad"
     assert sigint.kind(-signal.SIGINT, "", "KeyboardInterrupt\n") == "exempt"  # no Python frame ran
-    assert sigint.kind(1, "", "KeyboardInterrupt\n") == "bad"
+    assert sigint.kind(1, "", "KeyboardInterrupt\n") == "exempt"  # seen once under load, at 0.104 s
+    assert sigint.kind(-signal.SIGINT, "", _traceback((CLI, 0))) == "exempt"  # arrived while cli.py was compiled
+    assert sigint.kind(130, "", "KeyboardInterrupt\n") == "bad"
     assert sigint.kind(130, "", "meshplan: interrupted\nmeshplan: interrupted\n") == "bad"
     assert sigint.kind(0, "{}", "meshplan: searched in 0.2 s (optimal)\n") == "finished"
     ignored = "Exception ignored in: <function _get_module_lock.<locals>.cb at 0x7f>\nTraceback (most recent call last):\n"
