@@ -6,17 +6,15 @@ runs), sends SIGINT after a seeded random delay and sorts the outcome:
 - ``clean``: exit 130 and exactly one stderr line, ``meshplan: interrupted``, empty stdout;
 - ``exempt``: the signal landed before meshplan's own code started. ``cli.py`` installs its handler
   as its first statement (:data:`HANDLER_LINE`); from then on a SIGINT either ends in meshplan's one
-  line or raises inside meshplan's frames, which any traceback would name. So a try is exempt when
-  what it left names no frame of meshplan's: it died of the signal before Python installed its own
-  handler (exit -2, nothing printed); or it printed a ``KeyboardInterrupt`` traceback none of whose
-  frames lies in ``cli.py`` past the handler line nor in the ``planner`` package (the interpreter's
-  start-up; a signal that arrives while ``cli.py`` is compiled is raised at its "line 0"); or a bare
-  ``KeyboardInterrupt`` with no traceback at all (exit -2, or 1 when CPython meets it in its own
-  start-up steps); or the plan ran to the end (exit 0) after Python printed "Exception ignored in"
-  for a ``KeyboardInterrupt`` from frames none of which is meshplan's (Python's own handler raised
-  it inside an importlib callback during start-up, where Python drops exceptions; meshplan's
-  handler, inside an import, exits at once instead, and ``cli.main`` reports an interrupt that
-  Python dropped elsewhere);
+  line or raises inside meshplan's frames, which any traceback would name (``cli.main`` also reports
+  an interrupt Python dropped). So a try is exempt when what it left names no frame of meshplan's:
+  it died of the signal before Python installed its own handler (exit -2, nothing printed), or it
+  printed a ``KeyboardInterrupt`` (a traceback, or a bare line) none of whose frames lies in
+  ``cli.py`` past the handler line nor in the ``planner`` package, and exited -2, 1, or 0 when
+  CPython dropped it and ran on. Seen under load: tracebacks from ``site`` imports; "line 0" of
+  ``cli.py`` (the signal came while it was compiled); "Failed checking if argv[0] is an import path
+  entry" from ``<frozen zipimport>`` (CPython prints it and runs the script anyway, exit 0); "Exception
+  ignored in" an importlib callback (exit 0); a bare line with exit 1;
 - ``finished``: the plan ended (exit 0) before the signal came (only at delays of about 0.5 s);
 - ``bad``: anything else (a traceback from meshplan's code, a second line, another exit code).
 
@@ -49,16 +47,12 @@ def kind(code: int, out: str, err: str) -> str:
     """``clean``, ``exempt``, ``finished`` or ``bad`` for one try (see the module docstring)."""
     if code == 130 and err == "meshplan: interrupted\n" and not out:
         return "clean"
-    if code == 0 and "interrupted" not in err and "Traceback" not in err:
-        return "finished"
-    if code == 0 and "interrupted" not in err and "Exception ignored in" in err and not _any_ours(err):
-        return "exempt"  # Python's own handler raised inside an importlib callback, which drops it; the plan ran on
     if code == -signal.SIGINT and not err:
         return "exempt"  # killed by the signal's default action: Python had not installed its handler
-    if code in (-signal.SIGINT, 1) and err == "KeyboardInterrupt\n":
-        return "exempt"  # no frame at all: CPython's start-up, before cli.py ran
-    if "Traceback" in err and err.rstrip().endswith("KeyboardInterrupt") and not _any_ours(err):
-        return "exempt"
+    if code in (0, 1, -signal.SIGINT) and "KeyboardInterrupt" in err and "interrupted" not in err and not _any_ours(err):
+        return "exempt"  # raised by Python's own handler in start-up code: no frame of meshplan's
+    if code == 0 and "interrupted" not in err and "Traceback" not in err and "KeyboardInterrupt" not in err:
+        return "finished"
     return "bad"
 
 
