@@ -218,6 +218,11 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.expert_parallel import shard_experts
 
         shard_experts(stages, pmesh)
+    compiled = 0
+    if plan.config.compile:  # per block, after TP and checkpointing, before FSDP2 (torchtitan's order)
+        from planner.runtime.compile import compile_blocks
+
+        compiled = compile_blocks(stages)
     if pmesh.dp > 1 or precision.mixed:  # FSDP2 casts to the compute dtype: a one-rank shard mesh when dp = 1
         from planner.runtime.fsdp import apply_fsdp
 
@@ -227,7 +232,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
                       loss_parallel=loss_parallel, make_optimizer=optimizer or make_optimizer(device),
                       loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied,
-                      precision=precision)
+                      precision=precision, compiled=compiled)
     if tied:
         from planner.runtime.tied import tied_group
 

@@ -122,6 +122,9 @@ def _tracked_memory(runtime: Runtime, tokens: Batch) -> tuple[float, float, floa
     if runtime.plan.schedule.num_microbatches > 1:  # MemTracker refuses a module run twice in one session
         loss, seconds = _timed_step(runtime, tokens)
         return loss, seconds, _state_bytes(runtime), ACCUMULATION_SOURCE
+    if runtime.compiled:  # under MemTracker's dispatch mode dynamo would give up on the blocks for good
+        loss, seconds = _timed_step(runtime, tokens)
+        return loss, seconds, _state_bytes(runtime), COMPILED_SOURCE
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = MemTracker()
