@@ -19,7 +19,7 @@ predicted / run, memory allocated / predicted.
 Rehearsal on CPU: ``python bench/gpu_truth.py --device cpu --tiny`` (tiny Llama shapes, about a
 minute). On a GPU machine, in one call, from the repository root::
 
-    python bench/gpu_truth.py --device cuda            # every row, about 10 minutes on an H200
+    python bench/gpu_truth.py --device cuda            # every row, about 8 minutes on an H200 (--budget 540)
 
 The GPU machine needs torch with CUDA and transformers; meshplan's planning side also imports
 pydantic, PuLP and HiGHS (``highspy``): where they are missing, carry their wheels and install them
@@ -256,7 +256,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated configuration names")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=150.0, help="seconds per run and per reference (default 150)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run and per reference (default 120)")
+    parser.add_argument("--budget", type=float, default=540.0,
+                        help="seconds for the whole bench: rows not started by then are skipped (default 540)")
     parser.add_argument("-o", "--output", help="default: bench/results/gpu_truth_<device>.json")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="meshplan-gpu-truth-"))
@@ -264,9 +266,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         rows = [r for r in rows if r.name in args.only.split(",")]
     env = environment(args.device)
-    measured = []
+    measured, began = [], time.perf_counter()
     for c in rows:
         start = time.perf_counter()
+        if start - began > args.budget:
+            print(f"{c.name}: skipped (over --budget {args.budget:.0f} s)", file=sys.stderr, flush=True)
+            continue
         measured.append(measure(c, args, folder))
         print(f"{c.name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     slug = "cpu-tiny" if args.tiny else "".join(ch if ch.isalnum() else "-" for ch in env["device"].lower()).strip("-")

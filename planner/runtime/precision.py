@@ -12,7 +12,8 @@ On CPU bf16 is used where oneDNN runs it natively (AVX-512-BF16 / AMX,
 ``torch.ops.mkldnn._is_mkldnn_bf16_supported``); gloo reduces, gathers and scatters bf16 tensors
 (checked on torch 2.13). Elsewhere on CPU the run stays fp32 and the record says so. A plan priced
 with 4-byte parameters trains in fp32. FP8 (``config.precision == "fp8"``) needs CUDA with compute
-capability 8.9 or newer and torchao (:mod:`planner.runtime.fp8`).
+capability 8.9 or newer and torchao (:mod:`planner.runtime.fp8`). Runs of uneven shares or
+injected slowdowns (:mod:`planner.runtime.shares`, CPU gloo only) keep fp32.
 """
 
 from __future__ import annotations
