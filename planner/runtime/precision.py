@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from planner.plans.schema import Plan
+from planner.runtime.fp8 import RECIPE
 
 
 @dataclass(frozen=True)
@@ -37,8 +38,8 @@ class RunPrecision:
     """Dtype gradients are reduced in across data-parallel ranks (FSDP2's ``reduce_dtype``)."""
     fp8: bool = False
     """Linear layers of the transformer blocks train in Float8 (torchao)."""
-    fp8_recipe: str = "tensorwise"
-    """torchao's Float8 recipe (``Float8LinearConfig.from_recipe_name``)."""
+    fp8_recipe: str = RECIPE
+    """torchao's Float8 recipe (``Float8LinearConfig.from_recipe_name``; :data:`planner.runtime.fp8.RECIPE`)."""
     reason: str = ""
     """Why the compute dtype is what it is (the run record's note)."""
 
