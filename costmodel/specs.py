@@ -115,6 +115,10 @@ class TransformerLayer(BaseModel):
     """MLA: per-head query width with rotary position, and the one shared rotary key (``d_h^R``)."""
     v_head_dim: int = Field(default=0, ge=0)
     """MLA: per-head value width (0 elsewhere: values are ``head_dim`` wide)."""
+    conv1d: bool = False
+    """The projections are transformers' ``Conv1D`` modules (GPT-2 from its config.json: weight
+    stored in x out, QKV fused in one), not ``nn.Linear``; an engine may not split them
+    (``costmodel.engines.EngineTerms.replicates_conv1d_blocks``)."""
 
     @model_validator(mode="after")
     def _mla_shape(self) -> "TransformerLayer":
@@ -170,7 +174,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "conv1d")
 
 
 class NormLayer(BaseModel):
