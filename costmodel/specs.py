@@ -357,6 +357,12 @@ class ClusterSpec(BaseModel):
     efficiency: EfficiencySpec
     runtime_overhead_gib: float = Field(default=1.0, ge=0)
     """Memory taken by the CUDA context, NCCL and framework before any tensor, GiB."""
+    memory_headroom_gib: float | None = Field(default=None, ge=0)
+    """GiB of each GPU a plan leaves free beyond its prediction: what the caching allocator reserves
+    and does not hand out (fragmentation, ``max_memory_reserved - max_memory_allocated``) beyond the
+    modelled allocator terms, and the spread of the prediction. A plan fits only if its prediction
+    plus this fits (:attr:`usable_gib`). None: :data:`DEFAULT_HEADROOM_FRACTION` of the GPU's memory;
+    ``meshplan profile`` measures it, ``--memory-headroom`` overrides it."""
     power_limit_w: float | None = Field(default=None, gt=0)
     """Power cap set on every GPU, W (None: the GPU's TDP); lowers sustained clocks (``costmodel.power``)."""
     sustained_clock_fraction: float | None = Field(default=None, gt=0, le=1)
@@ -365,6 +371,30 @@ class ClusterSpec(BaseModel):
     host_link_bandwidth_gbps: float | None = Field(default=None, gt=0)
     """Unidirectional GPU-host bandwidth per GPU (PCIe / C2C), GB/s, for offloading; None = no offload."""
     source: str = ""
+
+    @property
+    def headroom_gib(self) -> float:
+        """:attr:`memory_headroom_gib`, or its measured default (:data:`DEFAULT_HEADROOM_FRACTION`)."""
+        if self.memory_headroom_gib is not None:
+            return self.memory_headroom_gib
+        return DEFAULT_HEADROOM_FRACTION * self.gpu.hbm_gib
+
+    def with_headroom(self, gib: float | None) -> "ClusterSpec":
+        """This cluster with :attr:`memory_headroom_gib` set to ``gib`` (None: unchanged)."""
+        return self if gib is None else self.model_copy(update={"memory_headroom_gib": float(gib)})
+
+    @property
+    def usable_gib(self) -> float:
+        """The memory a plan's prediction may fill: the GPU's less the headroom."""
+        return self.gpu.hbm_gib - self.headroom_gib
+
+
+DEFAULT_HEADROOM_FRACTION = 0.0121
+"""Default headroom as a share of the GPU's memory: the median over the bf16 steps of the H200 ground
+truth (``profiles/memory_headroom.json``: fp32 master weights, autocast bf16, SDPA, fused AdamW, the
+step the runtime runs in bf16) of ``max_memory_reserved - max_memory_allocated`` over the GPU's
+139.8 GiB: 0.81, 1.21, 0.80, 4.84 (full recomputation) and 1.53 %. ``tests/profiles/
+test_memory_headroom.py`` derives it again from that file."""
 
 
 # ----------------------------------------------------------------------------------------------

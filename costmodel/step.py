@@ -173,7 +173,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
         link_time_s=links,
         memory_breakdown_gib=memories[top],
         peak_memory_gib=peaks[top],
-        capacity_gib=table.cluster.gpu.hbm_gib,
+        capacity_gib=table.cluster.usable_gib,
         ranks=r,
         table=table,
         config=cfg,

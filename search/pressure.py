@@ -56,7 +56,7 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     main = max(range(len(counts)), key=lambda g: (counts[g], -g))
     n = counts[main]
     times, acts, works, state = _block(table, cfg, main, memo)
-    room = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
+    room = (table.cluster.usable_gib - table.cluster.runtime_overhead_gib) * GIB
     slack = 1 + FRAGMENTATION
     ranks: dict[tuple[float, float, float], int] = {}
     for rank in range(cfg.pp):

@@ -71,6 +71,10 @@ class EstimateResult(BaseModel):
     model_tflops_per_gpu: float
     peak_memory_gib: float
     memory_capacity_gib: float
+    """What the plan may fill per GPU: the GPU's memory less ``memory_headroom_gib``."""
+    memory_headroom_gib: float = 0.0
+    """Memory kept free beyond the prediction (``ClusterSpec.memory_headroom_gib``): fits means
+    ``peak_memory_gib + memory_headroom_gib`` within the GPU's memory."""
     fits: bool
     over_by_gib: float
     time_breakdown_s: TimeBreakdown
@@ -106,6 +110,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         model_tflops_per_gpu=per_gpu / 1e12,
         peak_memory_gib=step.peak_memory_gib,
         memory_capacity_gib=step.capacity_gib,
+        memory_headroom_gib=table.cluster.headroom_gib,
         fits=step.fits,
         over_by_gib=step.over_by_gib,
         time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),

@@ -63,7 +63,7 @@ def names_groups(cluster: Any) -> bool:
     return isinstance(data, dict) and "groups" in data
 
 
-def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
+def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float | None = None) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
     from costmodel.hetero import ClusterGroup
     from costmodel.specs import ClusterSpec
@@ -81,10 +81,9 @@ def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any =
         hetero = degrade(loaded, slow, down)
     except ValueError as err:  # profiles.ProfileError, pydantic's checks
         raise InputError(str(err).splitlines()[0]) from None
-    if not headroom_gib:
+    if headroom_gib is None:
         return hetero
-    groups = tuple(g.model_copy(update={"cluster": g.cluster.model_copy(
-        update={"runtime_overhead_gib": g.cluster.runtime_overhead_gib + headroom_gib})}) for g in hetero.groups)
+    groups = tuple(g.model_copy(update={"cluster": g.cluster.with_headroom(headroom_gib)}) for g in hetero.groups)
     return hetero.model_copy(update={"groups": groups})
 
 
@@ -203,7 +202,7 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
 
     cluster = resolve_hetero(kwargs["cluster"], kwargs["gpus"], slow, down, kwargs["memory_headroom_gib"])
     if cluster.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
-        return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": 0.0})
+        return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": None})
     model = resolve_model_arg(kwargs["model"], kwargs["trace"])
     check_target_model(kwargs["target"], model)
     if kwargs["target"] != "native":
