@@ -173,6 +173,13 @@ class EngineTerms:
     over the data-parallel group) and the bf16 parameters gathered from the first forward to the
     gradient reduction (``param_bytes``, whole), as ``meshplan check-memory`` counts them
     (``costmodel.rank_memory._state_bytes``); the totals are ZeRO 2's."""
+    unties_tied_head: bool = False
+    """A head tied to the token table holds its own copy of the table under TP or PP
+    (``planner.runtime.tied.untie``, called by ``planner.runtime.apply`` whenever tp > 1 or pp > 1, as
+    Megatron-LM keeps the word embeddings on the last stage): V x h / t parameters with their
+    gradients and optimizer states. ``pipelined`` says whether pp > 1."""
+    pipelined: bool = False
+    """The configuration has pp > 1 (for :attr:`unties_tied_head`)."""
     replicates_conv1d_blocks: bool = False
     """A block whose projections are transformers' ``Conv1D`` (``TransformerLayer.conv1d``: GPT-2)
     runs whole on every TP rank: the native runtime's TP plan splits ``nn.Linear`` projections only
@@ -226,6 +233,8 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         replicates_conv1d_blocks=native,
+        unties_tied_head=native,
+        pipelined=cfg.pp > 1,
         grad_accum_fused=engine == "megatron" and cfg.grad_accum_fusion is not False,
         tp_async_backward=cfg.tp_async_backward if cfg.tp_async_backward is not None else engine == "megatron",
     )
