@@ -90,6 +90,13 @@ def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) 
     return flight * t.act_bytes
 
 
+def forward_end_activation_bytes(cfg: ParallelConfig, t: RankSums, rank: int) -> float:
+    """Activation bytes the rank holds at the end of its forwards (phase A of :func:`_peak_phase`):
+    the in-flight micro-batches and the largest transient. This grows with the micro-batch at any
+    micro-batch count, where the peak's own activations may not (the exception named there)."""
+    return _held_act_bytes(cfg, t, rank, _flight(cfg, rank)) + t.work_bytes
+
+
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
     """Bytes of tensors pipeline rank ``rank`` holds at its peak, what PyTorch's allocator hands out
     and ``torch.distributed._tools``' memory tracker counts: model states (dense and expert parts

@@ -119,8 +119,22 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions]),
+        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions] + _phase_note(step)),
     )
+
+
+def _phase_note(step: StepEstimate) -> list[str]:
+    """A line when the peak rank peaks at the end of its backward, its activations mostly freed
+    (``costmodel.rank_memory._peak_phase``): the activations its forwards hold, for comparison."""
+    from costmodel.rank_memory import forward_end_activation_bytes
+
+    rank = _peak_rank(step)
+    held = forward_end_activation_bytes(step.config, step.ranks.rank(rank), rank) / 2**30
+    shown = step.memory_breakdown_gib["activations"]
+    if held <= shown * (1 + 1e-9) + 1e-9:
+        return []
+    return [f"memory peaks at the end of the backward pass (gradients whole, activations freed): {shown:.2f} GiB of "
+            f"activations there, {held:.2f} GiB at the end of the forward"]
 
 
 def _peak_rank(step: StepEstimate) -> int:

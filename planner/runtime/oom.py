@@ -62,8 +62,8 @@ def suggestions(plan: Any | None, allocated: float | None, predicted: float | No
     flags = [f"--memory-headroom {short}"]
     if plan is not None:
         modes = {r for s in plan.stages for r in s.layer_recompute} or {"none"}
-        if "full" not in modes or len(modes) > 1:
-            flags.append("--recompute full" if "selective" in modes else "--recompute selective")
+        if modes != {"full"}:
+            flags.append("--recompute selective" if modes == {"none"} else "--recompute full")
         if plan.schedule.micro_batch > 1:
             flags.append(f"--micro-batch {plan.schedule.micro_batch // 2}")
     else:

@@ -18,7 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from costmodel.rank_memory import _flight, _held_act_bytes, rank_parts
+import planner
+from costmodel.rank_memory import forward_end_activation_bytes, rank_parts
 from costmodel.specs import ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
@@ -43,11 +44,7 @@ def _ranks(name: str, cfg: ParallelConfig) -> list[dict[str, float]]:
 def _forward_end(name: str, cfg: ParallelConfig) -> list[float]:
     """What each rank holds of activations at the end of its forwards: in-flight and transient."""
     step = estimate_step(TABLES[name], cfg)
-    out = []
-    for r in range(cfg.pp):
-        t = step.ranks.rank(r)
-        out.append(_held_act_bytes(cfg, t, r, _flight(cfg, r)) + t.work_bytes)
-    return out
+    return [forward_end_activation_bytes(cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
 
 
 def _valid(name: str, fields: dict) -> ParallelConfig | None:
@@ -131,6 +128,8 @@ def test_bloom_case_is_the_named_phase_exception() -> None:
     assert end_two == pytest.approx(2 * end_one, rel=0.01)
     peak_one, peak_two = (rank_parts(table, c, estimate_step(table, c).ranks.rank(0), 0)[0] for c in (one, two))
     assert peak_one["grads"] == peak_two["grads"] and peak_two["activations"] < end_two
+    note = planner.estimate(model="bloom-176b", cluster="dgx-a100", gpus=1, global_batch=2, seq_len=2048, micro_batch=2).assumptions
+    assert any(n.startswith("memory peaks at the end of the backward pass") for n in note)
 
 
 CONFIGS = st.fixed_dictionaries({
