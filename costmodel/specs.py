@@ -32,9 +32,7 @@ Precision = Literal["bf16", "fp8"]
 """GEMM precision: bf16, or FP8 GEMMs with bf16 elsewhere (``costmodel.precision``)."""
 
 
-# ----------------------------------------------------------------------------------------------
-# Model
-# ----------------------------------------------------------------------------------------------
+# ---- Model -----------------------------------------------------------------------------------
 class EmbeddingLayer(BaseModel):
     """Token embedding (vocabulary-parallel under TP), with optional learned positions."""
 
@@ -116,9 +114,7 @@ class TransformerLayer(BaseModel):
     v_head_dim: int = Field(default=0, ge=0)
     """MLA: per-head value width (0 elsewhere: values are ``head_dim`` wide)."""
     conv1d: bool = False
-    """The projections are transformers' ``Conv1D`` modules (GPT-2 from its config.json: weight
-    stored in x out, QKV fused in one), not ``nn.Linear``; an engine may not split them
-    (``costmodel.engines.EngineTerms.replicates_conv1d_blocks``)."""
+    """Projections are transformers' ``Conv1D`` (GPT-2), not ``nn.Linear`` (``EngineTerms.replicates_conv1d_blocks``)."""
 
     @model_validator(mode="after")
     def _mla_shape(self) -> "TransformerLayer":
@@ -284,9 +280,7 @@ class ModelSpec(BaseModel):
         return self.tokens_per_sample != 1
 
 
-# ----------------------------------------------------------------------------------------------
-# Hardware
-# ----------------------------------------------------------------------------------------------
+# ---- Hardware --------------------------------------------------------------------------------
 class GPUSpec(BaseModel):
     """One accelerator: peak rates and capacities from its datasheet (dense, no sparsity)."""
 
@@ -358,11 +352,7 @@ class ClusterSpec(BaseModel):
     runtime_overhead_gib: float = Field(default=1.0, ge=0)
     """Memory taken by the CUDA context, NCCL and framework before any tensor, GiB."""
     memory_headroom_gib: float | None = Field(default=None, ge=0)
-    """GiB of each GPU a plan leaves free beyond its prediction: what the caching allocator reserves
-    and does not hand out (fragmentation, ``max_memory_reserved - max_memory_allocated``) beyond the
-    modelled allocator terms, and the spread of the prediction. A plan fits only if its prediction
-    plus this fits (:attr:`usable_gib`). None: :data:`DEFAULT_HEADROOM_FRACTION` of the GPU's memory;
-    ``meshplan profile`` measures it, ``--memory-headroom`` overrides it."""
+    """GiB per GPU kept free beyond the prediction (None: the measured default; ``costmodel.headroom``)."""
     power_limit_w: float | None = Field(default=None, gt=0)
     """Power cap set on every GPU, W (None: the GPU's TDP); lowers sustained clocks (``costmodel.power``)."""
     sustained_clock_fraction: float | None = Field(default=None, gt=0, le=1)
@@ -372,34 +362,8 @@ class ClusterSpec(BaseModel):
     """Unidirectional GPU-host bandwidth per GPU (PCIe / C2C), GB/s, for offloading; None = no offload."""
     source: str = ""
 
-    @property
-    def headroom_gib(self) -> float:
-        """:attr:`memory_headroom_gib`, or its measured default (:data:`DEFAULT_HEADROOM_FRACTION`)."""
-        if self.memory_headroom_gib is not None:
-            return self.memory_headroom_gib
-        return DEFAULT_HEADROOM_FRACTION * self.gpu.hbm_gib
 
-    def with_headroom(self, gib: float | None) -> "ClusterSpec":
-        """This cluster with :attr:`memory_headroom_gib` set to ``gib`` (None: unchanged)."""
-        return self if gib is None else self.model_copy(update={"memory_headroom_gib": float(gib)})
-
-    @property
-    def usable_gib(self) -> float:
-        """The memory a plan's prediction may fill: the GPU's less the headroom."""
-        return self.gpu.hbm_gib - self.headroom_gib
-
-
-DEFAULT_HEADROOM_FRACTION = 0.0121
-"""Default headroom as a share of the GPU's memory: the median over the bf16 steps of the H200 ground
-truth (``profiles/memory_headroom.json``: fp32 master weights, autocast bf16, SDPA, fused AdamW, the
-step the runtime runs in bf16) of ``max_memory_reserved - max_memory_allocated`` over the GPU's
-139.8 GiB: 0.81, 1.21, 0.80, 4.84 (full recomputation) and 1.53 %. ``tests/profiles/
-test_memory_headroom.py`` derives it again from that file."""
-
-
-# ----------------------------------------------------------------------------------------------
-# Parallel configuration
-# ----------------------------------------------------------------------------------------------
+# ---- Parallel configuration ------------------------------------------------------------------
 class ParallelConfig(BaseModel):
     """How one training step is split across GPUs, and the implementation choices that change cost."""
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from planner.plans.constraints import PlanConstraints
 from planner.errors import InputError
 
@@ -87,7 +88,7 @@ def run_chunk(job: Job, tasks: Sequence[Task]) -> list[Outcome]:
         key = repr(task.cluster)
         if key not in contexts:
             cluster = resolve_cluster_arg(task.cluster)
-            cluster = cluster.with_headroom(job.memory_headroom_gib)
+            cluster = with_headroom(cluster, job.memory_headroom_gib)
             contexts[key] = (cluster, build_cost_table(model, cluster))
         out.append(_search(job, task, model, *contexts[key]))
     return out

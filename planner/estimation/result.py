@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from costmodel.headroom import headroom_gib
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import StepEstimate, estimate_step
 from costmodel.table import CostTable, build_cost_table
@@ -110,7 +111,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         model_tflops_per_gpu=per_gpu / 1e12,
         peak_memory_gib=step.peak_memory_gib,
         memory_capacity_gib=step.capacity_gib,
-        memory_headroom_gib=table.cluster.headroom_gib,
+        memory_headroom_gib=headroom_gib(table.cluster),
         fits=step.fits,
         over_by_gib=step.over_by_gib,
         time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),

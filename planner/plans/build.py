@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import build_cost_table
 from planner.plans.constraints import PlanConstraints, read_constraints
@@ -55,7 +56,7 @@ def plan(
 
     ``memory_headroom_gib`` keeps that much of every GPU free beyond the estimate, in place of the
     cluster's own ``memory_headroom_gib`` (None keeps the cluster's: its file's figure, or the measured
-    default ``costmodel.specs.DEFAULT_HEADROOM_FRACTION``), so the plan's echoed cluster, its capacity
+    default ``costmodel.headroom.DEFAULT_HEADROOM_FRACTION``), so the plan's echoed cluster, its capacity
     and the validator all see it.
 
     ``precision`` ``fp8`` searches plans whose blocks' projections run as FP8 GEMMs (Transformer
@@ -81,7 +82,7 @@ def plan(
     if problems:
         raise InputError(*problems)
     check_target_model(target, model_spec)
-    cluster_spec = cluster_spec.with_headroom(memory_headroom_gib)
+    cluster_spec = with_headroom(cluster_spec, memory_headroom_gib)
     chosen = read_constraints(model_spec, gpus, global_batch, target, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero,
                               micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
@@ -83,7 +84,7 @@ def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any =
         raise InputError(str(err).splitlines()[0]) from None
     if headroom_gib is None:
         return hetero
-    groups = tuple(g.model_copy(update={"cluster": g.cluster.with_headroom(headroom_gib)}) for g in hetero.groups)
+    groups = tuple(g.model_copy(update={"cluster": with_headroom(g.cluster, headroom_gib)}) for g in hetero.groups)
     return hetero.model_copy(update={"groups": groups})
 
 

@@ -77,8 +77,8 @@ def build_result(name: str, facts: DeviceFacts, m: Measurements, preset: Cluster
 
 def _headroom(m: Measurements, gpu: dict[str, Any], sources: dict[str, str]) -> float:
     """``memory_headroom_gib``: the measured allocator reserve (``Measurements.headroom_fraction``)
-    of the GPU's memory, or, on a CPU, ``costmodel.specs.DEFAULT_HEADROOM_FRACTION`` of it."""
-    from costmodel.specs import DEFAULT_HEADROOM_FRACTION
+    of the GPU's memory, or, on a CPU, ``costmodel.headroom.DEFAULT_HEADROOM_FRACTION`` of it."""
+    from costmodel.headroom import DEFAULT_HEADROOM_FRACTION
 
     if m.headroom_fraction is None:
         sources["memory_headroom_gib"] = (f"not measured (no caching allocator on this device): the default "
