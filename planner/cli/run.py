@@ -177,7 +177,10 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if plan.hetero is not None or args.inject_slowdown:  # type: ignore[attr-defined]
-        return _share_rank(args, plan, model)
+        from planner.runtime.oom import oom_answered
+
+        with _oom_marked(), oom_answered("run", int(os.environ.get("RANK", "0")), plan, plan.estimate.peak_memory_gib):  # type: ignore[attr-defined]
+            return _share_rank(args, plan, model)
     if world != plan.request.gpus:  # type: ignore[attr-defined]
         if os.environ.get("RANK") != "0":
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())

@@ -86,3 +86,19 @@ def test_the_line_reads_torchs_figure_and_sizes_the_headroom() -> None:
     assert suggestions(None, 138.3, 136.5)[0] == "--memory-headroom 3"
     assert oom_line("run", 5, exc, None, 136.5, None).startswith("run: rank 5 ran out of GPU memory with 138.3 GiB allocated")
     assert oom_line("run", 5, RuntimeError("no figure"), None, None).count("unknown amount") == 1
+
+
+def test_a_workers_oom_marks_the_launchers_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """torchrun exits 1 whatever its workers' codes: the worker leaves a mark the launcher reads as exit 3."""
+    from planner.cli.run import _OOM_MARK, _oom_marked
+    from planner.runtime.oom import RankOutOfMemory, oom_answered
+
+    mark = tmp_path / "oom"
+    monkeypatch.setenv(_OOM_MARK, str(mark))
+    with pytest.raises(RankOutOfMemory), _oom_marked(), oom_answered("run", 3):
+        _allocator_fails()
+    assert mark.exists()
+    mark.unlink()
+    with pytest.raises(ValueError), _oom_marked():
+        raise ValueError("not memory")
+    assert not mark.exists()
