@@ -166,8 +166,13 @@ def _device(device_type: str | None) -> torch.device:
 
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
-    the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
+    the plan's layers match the module, tied weights are not split, the world has the plan's ranks,
+    and a plan in fp8 runs on a GPU that trains Float8 (:func:`planner.runtime.fp8.check_fp8`)."""
     check_context_parallel(plan.mesh.cp, device_type)
+    if plan.config.precision == "fp8":
+        from planner.runtime.fp8 import check_fp8
+
+        check_fp8(device_type)
     lmap = map_layers(module, plan)
     product = plan.config.num_gpus
     if product != world_size:
@@ -204,6 +209,10 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.tied import untie
 
         module, tied = untie(module, lmap)
+    if precision.fp8:  # torchao Float8 linears in the blocks, before TP and FSDP2 (torchtitan's order)
+        from planner.runtime.fp8 import convert_blocks
+
+        convert_blocks(module, [u.path for u in lmap.units if u.kind == "block"])
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch.multiprocessing as mp
 
 from differential_draw import Draw
-from equality import _PRELOAD, BF16_RTOL, STEPS, SEED, free_port
+from equality import _PRELOAD, BF16_RTOL, STEPS, SEED, free_port, strict_warnings
 
 CLI = Path(__file__).resolve().parents[3] / "cli.py"
 RTOL = BF16_RTOL
@@ -64,6 +64,7 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[tuple[str, st
     from planner.runtime.tasks import task_for
 
     silence_third_party()
+    strict_warnings()
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=120))

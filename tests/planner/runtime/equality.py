@@ -51,6 +51,17 @@ AdamW divides that roundoff by its own square root and moves each element by up 
 a direction no split can reproduce. Such tensors are only checked to have moved at most STEPS x lr."""
 LR = 1e-3
 
+VIEW_WARNING = r"FSDP2-wrapped module .*returned a view tensor"
+"""FSDP2's warning that a unit's output is a view, whose in-place update would silently skip the unit's
+backward all-gather (``planner.runtime.fsdp.fresh_outputs`` prevents it): an error in every runtime
+test, in this process (``conftest.py``) and in the workers (:func:`strict_warnings`)."""
+
+
+def strict_warnings() -> None:
+    """In a worker: :data:`VIEW_WARNING` raises (after any ``silence_third_party``, which hides FSDP2's advice)."""
+    warnings.filterwarnings("error", message=VIEW_WARNING, category=UserWarning)
+
+
 _PRELOAD = ["torch", "torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
             "transformers.models.llama.modeling_llama", "planner.runtime.apply", "planner.runtime.init",
             "planner.runtime.models", "planner.plans.schema", "planner.intake.trace", "planner.intake.trace.load"]
@@ -167,6 +178,7 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
     from planner.plans.schema import Plan
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    strict_warnings()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:

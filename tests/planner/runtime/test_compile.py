@@ -8,26 +8,15 @@ as with Inductor, without the C++ build that takes minutes on a loaded two-core 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 
-from equality import free_port
 from plan_helpers import make_plan, write_llama_config
 
 
-@pytest.fixture()
-def world():
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
-    dist.init_process_group("gloo", rank=0, world_size=1)
-    yield
-    dist.destroy_process_group()
-
-
-def test_compile_knob_compiles_every_block_once_and_dynamo_captures_them(world: None, tmp_path: Path,
+def test_compile_knob_compiles_every_block_once_and_dynamo_captures_them(one_rank_world: None, tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import torch._dynamo
     from torch._dynamo.utils import counters
