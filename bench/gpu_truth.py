@@ -11,7 +11,8 @@ bench's own compiled and longer-sequence rows) on one device:
    ``--reference-step`` mode, in its own process): ``LlamaForCausalLM`` built on the device with fp32
    weights, forward under ``torch.autocast(bfloat16)``, SDPA attention, gradient accumulation over
    the micro-batches, ``AdamW(fused=True)`` on CUDA, non-reentrant gradient checkpointing for
-   ``full`` (transformers has no selective recomputation: ``selective`` rows run without any).
+   ``full`` (transformers has no selective recomputation: ``selective`` rows run without any); never
+   compiled, so a compiled row's run / reference is the issue's "compiled run against the plain bf16 step".
 
 It writes ``bench/results/gpu_truth_<device>.json`` and prints the table: run / reference,
 predicted / run, memory allocated / predicted.
@@ -19,7 +20,7 @@ predicted / run, memory allocated / predicted.
 Rehearsal on CPU: ``python bench/gpu_truth.py --device cpu --tiny`` (tiny Llama shapes, about a
 minute). On a GPU machine, in one call, from the repository root::
 
-    python bench/gpu_truth.py --device cuda            # every row, about 10 minutes on an H200
+    python bench/gpu_truth.py --device cuda            # every row, about 8 minutes on an H200 (--budget 540)
 
 The GPU machine needs torch with CUDA and transformers; meshplan's planning side also imports
 pydantic, PuLP and HiGHS (``highspy``): where they are missing, carry their wheels and install them
@@ -137,7 +138,7 @@ def reference(c: Config, device: str, steps: int, warmup: int, timeout: float) -
     if not c.model.endswith(".json"):
         return {"outcome": "no config.json (a preset row): no reference"}
     args = [sys.executable, __file__, "--reference-step", c.model, str(c.seq), str(c.global_batch), str(c.micro_batch),
-            c.recompute, device, str(steps), str(warmup), "1" if c.compile else "0"]
+            c.recompute, device, str(steps), str(warmup)]
     try:
         done = subprocess.run(args, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -147,8 +148,7 @@ def reference(c: Config, device: str, steps: int, warmup: int, timeout: float) -
     return {"outcome": "ok", **json.loads(done.stdout)}
 
 
-def reference_step(cfg_path: str, seq: int, gb: int, mb: int, recompute: str, device: str, steps: int, warmup: int,
-                   compiled: bool) -> dict:
+def reference_step(cfg_path: str, seq: int, gb: int, mb: int, recompute: str, device: str, steps: int, warmup: int) -> dict:
     """Train ``steps`` steps of a Hugging Face Llama as a user writes it (module docstring); its median step."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -161,9 +161,6 @@ def reference_step(cfg_path: str, seq: int, gb: int, mb: int, recompute: str, de
         model = LlamaForCausalLM(config)
     if recompute == "full":
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    if compiled:
-        for layer in model.model.layers:
-            layer.compile()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=cuda or None)
     rounds = gb // mb
     data = torch.randint(0, config.vocab_size, (steps, rounds, mb, seq), device=device)
@@ -245,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--reference-step"]:
         a = argv[1:]
-        out = reference_step(a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5], int(a[6]), int(a[7]), a[8] == "1")
+        out = reference_step(a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5], int(a[6]), int(a[7]))
         print(json.dumps(out))
         return 0
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -256,7 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", help="comma-separated configuration names")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--warmup", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=150.0, help="seconds per run and per reference (default 150)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds per run and per reference (default 120)")
+    parser.add_argument("--budget", type=float, default=540.0,
+                        help="seconds for the whole bench: rows not started by then are skipped (default 540)")
     parser.add_argument("-o", "--output", help="default: bench/results/gpu_truth_<device>.json")
     args = parser.parse_args(argv)
     folder = Path(tempfile.mkdtemp(prefix="meshplan-gpu-truth-"))
@@ -264,9 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         rows = [r for r in rows if r.name in args.only.split(",")]
     env = environment(args.device)
-    measured = []
+    measured, began = [], time.perf_counter()
     for c in rows:
         start = time.perf_counter()
+        if start - began > args.budget:
+            print(f"{c.name}: skipped (over --budget {args.budget:.0f} s)", file=sys.stderr, flush=True)
+            continue
         measured.append(measure(c, args, folder))
         print(f"{c.name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
     slug = "cpu-tiny" if args.tiny else "".join(ch if ch.isalnum() else "-" for ch in env["device"].lower()).strip("-")

@@ -56,6 +56,9 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
     batch, seq = plan.request.global_batch, plan.request.seq_len
     task = task_for(arg, module, seq)
     runtime = apply(plan, module, device_type=device_type)
+    if runtime.compiled and runtime.device.type == "cuda":
+        # Inductor warns on stderr unless fp32 matmuls may use TF32; the blocks compute in bf16 anyway
+        torch.set_float32_matmul_precision("high")
     torch.manual_seed(seed)
     params = sum(p.numel() for p in module.parameters())
     materialize(runtime, build_model(arg, trace=plan.model.trace, device=init_device(runtime, params)))
