@@ -120,7 +120,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions] + _phase_note(step)),
+        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes + _phase_note(step) if n not in assumptions]),
     )
 
 
@@ -132,7 +132,7 @@ def _phase_note(step: StepEstimate) -> list[str]:
     rank = _peak_rank(step)
     held = forward_end_activation_bytes(step.config, step.ranks.rank(rank), rank) / 2**30
     shown = step.memory_breakdown_gib["activations"]
-    if held <= shown * (1 + 1e-9) + 1e-9:
+    if held - shown < max(0.01, 0.01 * held):  # the two figures as printed, to 0.01 GiB and 1 %
         return []
     return [f"memory peaks at the end of the backward pass (gradients whole, activations freed): {shown:.2f} GiB of "
             f"activations there, {held:.2f} GiB at the end of the forward"]
