@@ -120,7 +120,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes + _phase_note(step) if n not in assumptions]),
+        assumptions=_with_mfu_note(assumptions + [n for n in [*table.model.notes, *_phase_note(step)] if n not in assumptions]),
     )
 
 
