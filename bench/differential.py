@@ -34,6 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     from differential import check_memories, references, run_draws, summary
     from differential_draw import draws, reproductions, write_models
 
+    from planner.runtime.memcheck.spread import spread_lines
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plans", type=int, default=300, help="random plans to draw (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
@@ -58,15 +60,27 @@ def main(argv: list[str] | None = None) -> int:
           f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
     print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
     checked = [o for o in outcomes if o.memory]
-    errors = sorted(((p / m - 1, o.draw.name, r) for o in checked for r, m, p in o.memory if m), key=lambda e: abs(e[0]))
-    worst = f"{errors[-1][0]:+.1%} ({errors[-1][1]}, pipeline rank {errors[-1][2]})" if errors else "none"
-    print(f"check-memory: figures for {len(checked)} plans, largest predicted / measured - 1 {worst}, "
-          f"{time.perf_counter() - ran:.0f} s")
+    print(f"check-memory: figures for {len(checked)} plans, {time.perf_counter() - ran:.0f} s; error (predicted / measured - 1) by rank kind:")
+    for line in spread_lines(_checked(checked)):
+        print("  " + line)
     print(f"drawing {drew:.0f} s, total {time.perf_counter() - start:.0f} s; models and results in {folder}")
     for o in outcomes:
         if o.verdict == "failed":
             print(f"FAILED {o.draw.name}: {o.detail}\n  replay: {o.replay(str(folder))}")
     return 1 if counts["failed"] else 0
+
+
+def _checked(outcomes: list) -> list:
+    """Each outcome's check-memory figures as ``planner.runtime.memcheck.spread.Checked`` rows."""
+    import json
+
+    from planner.runtime.memcheck.spread import Checked
+
+    rows = []
+    for o in outcomes:
+        pp = json.loads(o.draw.plan_json)["mesh"]["pp"]
+        rows += [Checked(o.draw.name, r, pp, m, p) for r, m, p in o.memory if m]
+    return rows
 
 
 if __name__ == "__main__":

@@ -13,6 +13,10 @@ reproductions, ZeRO 2 and 3, a pipeline with several micro-batches in flight, TP
 instead, and prints under each case the plan's own ``peak_memory_gib`` against its largest rank's
 measurement plus that rank's GPU-only terms (the issue's acceptance band).
 
+The last lines give the distribution of the error over every measured rank kind, per kind (whole
+model, first, middle, last pipeline stage): min / median / max, the worst over and the worst under
+(``planner.runtime.memcheck.spread``).
+
 Run: ``python bench/memory_oracle.py [--planned] [--full-depth] [--categories] [CASE ...]``.
 """
 
@@ -45,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     silence_third_party()  # FSDP2's per-step advice on fake tensors, as check-memory silences it
     from planner.runtime.memcheck.check import check_memory
     from planner.runtime.memcheck.cases import CASES, PLANNED, case_model, case_plan
+    from planner.runtime.memcheck.spread import Checked, spread_lines
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("cases", nargs="*", help="case names (default: all)")
@@ -54,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     chosen = [c for c in (PLANNED if args.planned else CASES) if not args.cases or c.name in args.cases]
     print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict  {'GPU-only':>8} {'per GPU':>8} seconds")
-    errors, failed = [], 0
+    errors, failed, checked = [], 0, []
     for case in chosen:
         start = time.perf_counter()
         try:
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             ok = abs(row.error) <= TOLERANCE and row.error >= -UNDER
             failed += not ok
             errors.append(abs(row.error))
+            checked.append(Checked(case.name, row.pp_rank, plan.mesh.pp, row.measured_peak_gib, row.predicted_peak_gib))
             print(f"{case.name:36} {row.pp_rank:>4} {row.measured_peak_gib:9.2f} {row.predicted_peak_gib:9.2f} "
                   f"{row.error:+7.1%}  {'ok' if ok else 'FAIL':7} {sum(row.gpu_only_gib.values()):8.2f} "
                   f"{row.predicted_gpu_peak_gib:8.2f} {row.seconds:7.1f}", flush=True)
@@ -80,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     if errors:
         print(f"{len(errors)} rank kinds: mean |error| {sum(errors) / len(errors):.1%}, max {max(errors):.1%}, "
               f"{failed} outside (within 10 %, under by at most 3 %)")
+    print("check-memory error (predicted / measured - 1) by rank kind:")
+    for line in spread_lines(checked):
+        print("  " + line)
     return 0
 
 

@@ -15,6 +15,7 @@ import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from costmodel.headroom import usable_gib
 from costmodel.pipeline import pipeline_time
 from costmodel.specs import ParallelConfig
 from costmodel.step import StepEstimate, estimate_step
@@ -82,7 +83,7 @@ def estimate_replica(stage_tables: Sequence[CostTable], cfg: ParallelConfig) -> 
     other_s = max(est.step_time_s - est.pipeline_s for est in estimates)
     return ReplicaEstimate(
         step_time_s=pipe_s + other_s, pipeline_s=pipe_s, other_s=other_s, stage_time_s=times,
-        stage_capacity_gib=tuple(distinct[w].cluster.gpu.hbm_gib for w in which),
+        stage_capacity_gib=tuple(usable_gib(distinct[w].cluster) for w in which),
         estimates=tuple(estimates), stage_table=tuple(which),
     )
 

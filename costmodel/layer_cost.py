@@ -17,6 +17,10 @@ def layer_cost(layer: Layer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCos
     if fixed:
         cfg = replace(cfg, seq_len=fixed)
     if isinstance(layer, TransformerLayer):
+        if layer.conv1d and cfg.tp > 1 and cfg.terms is not None and cfg.terms.replicates_conv1d_blocks:
+            # run whole on every tp rank (EngineTerms.replicates_conv1d_blocks); the gathers around it
+            # under SP are those of a replicated unit, not priced here
+            cfg = replace(cfg, tp=1, sp=False)
         return transformer_cost(layer, cfg, cluster)
     if isinstance(layer, EmbeddingLayer):
         return embedding_cost(layer, cfg, cluster)

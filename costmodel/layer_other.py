@@ -81,6 +81,8 @@ def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
     bwd = 2 * gemm + memory_time(cluster, ce_b * logits, kernels=k_b)
     tp = _tp_group_all_reduce(cluster, cfg, cfg.tokens * layer.hidden_size * ACT_BYTES)
     params = layer_params(layer) / cfg.tp
+    if layer.tied and terms is not None and terms.unties_tied_head and (cfg.tp > 1 or terms.pipelined):
+        params = layer.vocab_size * layer.hidden_size / cfg.tp  # the head's own copy (EngineTerms.unties_tied_head)
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div
     per_logit = (terms.logit_work_bytes_tp if cfg.tp > 1 else terms.logit_work_bytes) if terms is not None else LOGIT_BYTES + ACT_BYTES
     work = logits * per_logit

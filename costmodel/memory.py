@@ -152,7 +152,11 @@ def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
       ``0.5 x`` and ``1 + tanh(...)`` (8f), beside the down projection's input (2f), where one GELU
       kernel keeps its input and the projection's (4f): +6f/t. Measured with saved-tensor hooks on
       GPT-2 medium's block in bf16 (60.06h bytes per token at f = 4h, s = 1024, against 34.06h
-      fused: this term and the attention output's contiguous copy, 2h, below the check's band).
+      fused: this term and the attention output's contiguous copy, 2h).
+    - transformers' GPT-2 attention (``TransformerLayer.conv1d``) hands ``c_proj`` a contiguous copy of
+      SDPA's output (``attn_output.reshape(...).contiguous()``), which ``Conv1D``'s ``addmm`` saves
+      beside the output SDPA keeps for its own backward: +2·q/t (the 2h above; check-memory on the
+      GPT-2 cases of ``planner.runtime.memcheck.cases`` found 2.0h per token and block missing without it).
 
     Measured on ``planner.runtime.models.Block`` with torch's saved-tensor hooks (Llama 3.1 8B shape,
     bf16: 28h + 8f + 4a bytes per token against 18h + 6f + 4a + 2kv·2 fused), on PyTorch's CPU
@@ -163,7 +167,8 @@ def eager_block_extra_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     kv = layer.num_kv_heads * layer.head_dim
     norms = (3 if layer.cross_attention else 2) * (6 * h if layer.norm == "rmsnorm" else 0)
     act = {"swiglu": 2, "gelu_tanh": 6}.get(layer.ffn_act, 0) * layer.ffn_hidden_size * max(1, layer.moe_top_k)
-    split = 4 * (q - kv) + act
+    copy = 2 * q if layer.conv1d else 0
+    split = 4 * (q - kv) + act + copy
     return cfg.tokens * (norms / cfg.sp_div + split / cfg.tp)
 
 

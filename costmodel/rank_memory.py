@@ -90,6 +90,13 @@ def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) 
     return flight * t.act_bytes
 
 
+def forward_end_activation_bytes(cfg: ParallelConfig, t: RankSums, rank: int) -> float:
+    """Activation bytes the rank holds at the end of its forwards (phase A of :func:`_peak_phase`):
+    the in-flight micro-batches and the largest transient. This grows with the micro-batch at any
+    micro-batch count, where the peak's own activations may not (the exception named there)."""
+    return _held_act_bytes(cfg, t, rank, _flight(cfg, rank)) + t.work_bytes
+
+
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
     """Bytes of tensors pipeline rank ``rank`` holds at its peak, what PyTorch's allocator hands out
     and ``torch.distributed._tools``' memory tracker counts: model states (dense and expert parts
@@ -182,10 +189,21 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
-    recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B."""
+    recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B, and in B
+    the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
+    them until its own backward has run, so the backward of the chunk's last layer to finish sees
+    them beside every gradient (without this, B priced no recompute below selective recompute, whose
+    recomputed block counts as ``work_bytes``: issue 35).
+
+    Named exception to "a larger micro-batch never shows fewer activations": at one micro-batch per
+    step (no gradients during the forward) the peak can be B, where the activations are freed, while
+    two micro-batches of half the size peak at A, the second forward beside the first's gradients
+    (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB of activations, micro-batch 2
+    at B with 11.5). What A holds, the in-flight activations and the transient, grows."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
     start = (held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
-    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + max(t.work_bytes, end_work), grads)  # one chunk-micro-batch done
+    last = max(t.work_bytes, end_work, t.largest_layer_act_bytes)
+    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads)  # one chunk-micro-batch done
     return start if sum(start) >= sum(end) else end
 
 

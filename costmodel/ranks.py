@@ -41,6 +41,9 @@ class RankSums:
     largest_layer_params: float
     boundary_bytes: float
     """Largest activation the rank sends to the next stage per micro-batch."""
+    largest_layer_act_bytes: float = 0.0
+    """Activations the rank's largest layer stores per micro-batch: what a layer still holds while
+    its own backward runs (``costmodel.rank_memory._peak_phase``, the end of a backward)."""
     chunk_act_bytes: tuple[float, ...] = ()
     """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
     interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
@@ -144,15 +147,17 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
     return hit
 
 
-def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float) -> list[tuple[float, float, float]]:
-    """(largest transient work bytes, largest layer's parameters, largest boundary bytes) of each
-    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
+def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
+                 act: np.ndarray) -> list[tuple[float, float, float, float]]:
+    """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
+    layer's stored activations) of each rank type, memoised per fold, key costs and tokens (the
+    objects live in ``table.memo``)."""
     key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
-             max((out[k] + extra * tokens for k, extra in ends), default=0.0))
+             max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0))
             for used, ends in zip(fold.used, fold.boundaries)
         ]
     return hit
@@ -166,12 +171,13 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
     fold = _fold(table, signature, sizes, cfg.pp, cfg.vpp, inverse, cum)
     sums = (fold.counts @ matrix).tolist()
-    extras = _type_extras(table, fold, work, largest, out, local("none").tokens)
     n = len(_SUMMED)
     act = matrix[:, _SUMMED.index("act_bytes")]
+    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     types = tuple(
-        RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b, chunk_act_bytes=c)
-        for row, (w, p, b), c in zip(sums, extras, chunk_acts)
+        RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
+                 largest_layer_act_bytes=a, chunk_act_bytes=c)
+        for row, (w, p, b, a), c in zip(sums, extras, chunk_acts)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

@@ -32,9 +32,7 @@ Precision = Literal["bf16", "fp8"]
 """GEMM precision: bf16, or FP8 GEMMs with bf16 elsewhere (``costmodel.precision``)."""
 
 
-# ----------------------------------------------------------------------------------------------
-# Model
-# ----------------------------------------------------------------------------------------------
+# ---- Model -----------------------------------------------------------------------------------
 class EmbeddingLayer(BaseModel):
     """Token embedding (vocabulary-parallel under TP), with optional learned positions."""
 
@@ -115,6 +113,8 @@ class TransformerLayer(BaseModel):
     """MLA: per-head query width with rotary position, and the one shared rotary key (``d_h^R``)."""
     v_head_dim: int = Field(default=0, ge=0)
     """MLA: per-head value width (0 elsewhere: values are ``head_dim`` wide)."""
+    conv1d: bool = False
+    """Projections are transformers' ``Conv1D`` (GPT-2), not ``nn.Linear`` (``EngineTerms.replicates_conv1d_blocks``)."""
 
     @model_validator(mode="after")
     def _mla_shape(self) -> "TransformerLayer":
@@ -170,7 +170,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "conv1d")
 
 
 class NormLayer(BaseModel):
@@ -280,9 +280,7 @@ class ModelSpec(BaseModel):
         return self.tokens_per_sample != 1
 
 
-# ----------------------------------------------------------------------------------------------
-# Hardware
-# ----------------------------------------------------------------------------------------------
+# ---- Hardware --------------------------------------------------------------------------------
 class GPUSpec(BaseModel):
     """One accelerator: peak rates and capacities from its datasheet (dense, no sparsity)."""
 
@@ -353,6 +351,8 @@ class ClusterSpec(BaseModel):
     efficiency: EfficiencySpec
     runtime_overhead_gib: float = Field(default=1.0, ge=0)
     """Memory taken by the CUDA context, NCCL and framework before any tensor, GiB."""
+    memory_headroom_gib: float | None = Field(default=None, ge=0)
+    """GiB per GPU kept free beyond the prediction (None: the measured default; ``costmodel.headroom``)."""
     power_limit_w: float | None = Field(default=None, gt=0)
     """Power cap set on every GPU, W (None: the GPU's TDP); lowers sustained clocks (``costmodel.power``)."""
     sustained_clock_fraction: float | None = Field(default=None, gt=0, le=1)
@@ -363,9 +363,7 @@ class ClusterSpec(BaseModel):
     source: str = ""
 
 
-# ----------------------------------------------------------------------------------------------
-# Parallel configuration
-# ----------------------------------------------------------------------------------------------
+# ---- Parallel configuration ------------------------------------------------------------------
 class ParallelConfig(BaseModel):
     """How one training step is split across GPUs, and the implementation choices that change cost."""
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from costmodel import comm
 from costmodel.engines import grad_bucket_params
+from costmodel.headroom import usable_gib
 from costmodel.offload import activation_offload_time, optimizer_offload_time
 from costmodel.optimizer import ADAM_BYTES_PER_PARAM, accumulation_bytes, gradient_pass_bytes
 from costmodel.precision import fp8_gemm_speedup
@@ -173,7 +174,7 @@ def estimate_step(table: CostTable, cfg: ParallelConfig) -> StepEstimate:
         link_time_s=links,
         memory_breakdown_gib=memories[top],
         peak_memory_gib=peaks[top],
-        capacity_gib=table.cluster.gpu.hbm_gib,
+        capacity_gib=usable_gib(table.cluster),
         ranks=r,
         table=table,
         config=cfg,

@@ -18,6 +18,7 @@ import heapq
 import math
 import time
 
+from costmodel.headroom import usable_gib
 from costmodel.step import straggler_time
 from costmodel.table import CostTable
 from search.bounds import bound_s, memory_bound_gib, quick_bound_s
@@ -61,7 +62,7 @@ class Frontier:
         without the memory-pressure floor; with that, its full bound; each time it goes back in the
         queue (each key is at most the next). Once ``deadline`` passes the front is returned as it
         is, with a key that is only a lower bound of its full bound."""
-        heap, capacity = self._heap, self.table.cluster.gpu.hbm_gib
+        heap, capacity = self._heap, usable_gib(self.table.cluster)
         while heap:
             key, i, tier = heap[0]
             if tier == FULL or (deadline is not None and time.perf_counter() > deadline):
@@ -80,7 +81,7 @@ class Frontier:
         sample of ``SEED_POOL``·count options across the space and as many lowest keys, those whose
         memory bound fits, by their bound without the memory-pressure floor. A time-limited search
         evaluates them first, for an early incumbent."""
-        capacity, ranked = self.table.cluster.gpu.hbm_gib, []
+        capacity, ranked = usable_gib(self.table.cluster), []
         keys = {i: key for key, i, _ in self._heap}
         step = max(1, len(self.every) // (SEED_POOL * count))
         sample = [(keys[i], i) for i in range(0, len(self.every), step) if i in keys]

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 
+from costmodel.headroom import usable_gib
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
 from costmodel.specs import ParallelConfig
 from costmodel.step import FRAGMENTATION, FSDP2_STATE_BYTES, _terms, local_config, view_key
@@ -56,7 +57,7 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     main = max(range(len(counts)), key=lambda g: (counts[g], -g))
     n = counts[main]
     times, acts, works, state = _block(table, cfg, main, memo)
-    room = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
+    room = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB
     slack = 1 + FRAGMENTATION
     ranks: dict[tuple[float, float, float], int] = {}
     for rank in range(cfg.pp):

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from costmodel.headroom import usable_gib
 from costmodel.local import LayerCost
 from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
 from costmodel.specs import ParallelConfig
@@ -77,6 +78,6 @@ def stage_budget(table: CostTable, cfg: ParallelConfig, gc: GroupCosts, counts: 
     largest = float(gc.params[counts > 0].max()) if counts.any() else 0.0
     buffers = (4 * boundary_bytes if cfg.pp > 1 else 0.0) + (2 * cfg.param_bytes * largest if cfg.zero == 3 else 0.0)
     buffers += boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
-    capacity = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
+    capacity = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
     return StageBudget((capacity - states - buffers) / (1 + FRAGMENTATION), flight)

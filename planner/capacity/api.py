@@ -58,7 +58,7 @@ def parse_grid(*, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, toke
 
 def sweep(*, model: Any, cluster: Any, gpus: Any, global_batch: Any, seq_len: Any, tokens: Any = None,
           critical_batch: int | None = None, deadline: Any = None, price_per_gpu_hour: Any = None, target: str = "native",
-          top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float = 0.0, precision: str = "bf16",
+          top_k: int = 3, time_limit_s: float | None = None, memory_headroom_gib: float | None = None, precision: str = "bf16",
           compile: bool | None = None, workers: int = 1,
           ray: str | None = None, gpu_tdp_w: float | None = None, node_overhead_w: float | None = None,
           reports: bool = False, progress: Any = None, slow: Any = None, down: Any = None, **constraints: Any) -> SweepRun:

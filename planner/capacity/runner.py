@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from planner.plans.constraints import PlanConstraints
 from planner.errors import InputError
 
@@ -31,7 +32,7 @@ class Job:
     target: str = "native"
     top_k: int = 3
     time_limit_s: float | None = None
-    memory_headroom_gib: float = 0.0
+    memory_headroom_gib: float | None = None
     reports: bool = False
     """Also render each plan's HTML report (in the worker)."""
     constraints: PlanConstraints | None = None
@@ -87,8 +88,7 @@ def run_chunk(job: Job, tasks: Sequence[Task]) -> list[Outcome]:
         key = repr(task.cluster)
         if key not in contexts:
             cluster = resolve_cluster_arg(task.cluster)
-            if job.memory_headroom_gib:
-                cluster = cluster.model_copy(update={"runtime_overhead_gib": cluster.runtime_overhead_gib + job.memory_headroom_gib})
+            cluster = with_headroom(cluster, job.memory_headroom_gib)
             contexts[key] = (cluster, build_cost_table(model, cluster))
         out.append(_search(job, task, model, *contexts[key]))
     return out

@@ -105,7 +105,9 @@ def _exit_code(exc: BaseException) -> int:
     from planner.errors import InputError, NoFeasiblePlanError
     from profiles import ProfileError
 
-    if isinstance(exc, NoFeasiblePlanError):
+    from planner.runtime.oom import is_oom
+
+    if isinstance(exc, NoFeasiblePlanError) or is_oom(exc):  # out of memory is an answer (planner.runtime.oom)
         return EXIT_NO_PLAN
     if isinstance(exc, (UsageError, InputError, ProfileError, OSError)):
         return EXIT_BAD_INPUT
@@ -118,4 +120,8 @@ def _one_line(exc: BaseException) -> str:
         text = f"{exc.filename}: {exc.strerror}"
     else:
         text = str(exc) or type(exc).__name__
+    from planner.runtime.oom import is_oom, oom_line
+
+    if is_oom(exc):  # raised outside the commands' own rank-aware handlers: torch's message, shortened
+        text = oom_line("meshplan", None, exc)
     return " ".join(text.split())

@@ -62,10 +62,12 @@ def config_line(config: dict[str, Any]) -> str:
 
 
 def memory_verdict(result: dict[str, Any]) -> str:
-    """``"fits"`` or ``"does not fit: over by X GiB"``."""
+    """``"fits"`` or ``"does not fit: over by X GiB"`` (peak + headroom against the GPU's memory)."""
     if result["fits"]:
         return "fits"
-    return f"does not fit: over by {result['over_by_gib']:.2f} GiB"
+    headroom = result.get("memory_headroom_gib", 0.0)
+    kept = f" with {headroom:.2f} GiB of headroom kept free" if headroom else ""
+    return f"does not fit: over by {result['over_by_gib']:.2f} GiB{kept}"
 
 
 def format_seconds(seconds: float) -> str:
@@ -115,7 +117,9 @@ def _memory_table(result: dict[str, Any]) -> Any:
         gib = result["memory_breakdown_gib"][key]
         table.add_row(label, f"{gib:.2f}", _share(gib, peak))
     table.add_row("peak", f"{peak:.2f}", "")
-    table.add_row("capacity", f"{result['memory_capacity_gib']:.2f}", memory_verdict(result))
+    headroom = result.get("memory_headroom_gib", 0.0)
+    table.add_row("headroom (kept free)", f"{headroom:.2f}", "")
+    table.add_row("capacity - headroom", f"{result['memory_capacity_gib']:.2f}", memory_verdict(result))
     return table
 
 

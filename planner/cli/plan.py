@@ -64,8 +64,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how.add_argument("--top-k", metavar="K", type=_non_negative_int, default=3, help="runners-up to record (default 3)")
     how.add_argument("--time-limit", metavar="SEC", type=_positive_float,
                      help="stop after SEC seconds with the best plan so far and its optimality gap")
-    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative_float, default=0.0,
-                     help="GiB per GPU to keep free beyond the cost model's estimate (default 0)")
+    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative_float,
+                     help="GiB per GPU to keep free beyond the cost model's estimate (default: the cluster file's "
+                          "memory_headroom_gib, or 1.21 %% of the GPU's memory, measured)")
     add_constraint_flags(parser)
     out = parser.add_argument_group("output")
     out.add_argument("-o", "--output", metavar="PLAN_JSON", help="write the plan here (atomically)")

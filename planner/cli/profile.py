@@ -55,13 +55,15 @@ def run(args: argparse.Namespace) -> int:
     options = _options(args)
     import torch.distributed as dist
 
+    from planner.runtime.oom import oom_answered
     from planner.runtime.profile import check_device, init_process_group_from_env, profile_cluster
 
     check_device(options.device)
     created = init_process_group_from_env(options.device)
     try:
         leader = not dist.is_initialized() or dist.get_rank() == 0
-        with _progress(leader) as progress:
+        rank = dist.get_rank() if dist.is_initialized() else 0
+        with _progress(leader) as progress, oom_answered("profile", rank, flags=_OOM_FLAGS):
             result = profile_cluster(options, name=args.name or Path(args.output).stem, preset=args.preset, progress=progress)
         if leader:
             write_cluster_file(args.output, result.entry)
@@ -70,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
         if created:
             dist.destroy_process_group()
     return EXIT_OK
+
+
+_OOM_FLAGS = ["--quick", "smaller --hidden", "smaller --seq-lens", "smaller --sizes"]
+"""What shrinks a profile's buffers when a GPU runs out of memory (``planner.runtime.oom``)."""
 
 
 def _options(args: argparse.Namespace):  # type: ignore[no-untyped-def]

@@ -9,14 +9,16 @@ starts). A one-rank plan runs in this process. Rank 0 prints the run record and 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import tempfile
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from planner.cli._common import EXIT_OK, UsageError, add_retrace, add_subparser, check_output, positive_int, write_output
+from planner.cli._common import EXIT_NO_PLAN, EXIT_OK, UsageError, add_retrace, add_subparser, check_output, positive_int, write_output
 
 _EXAMPLES = """\
   meshplan plan --model config.json --cluster cpu4.json --gpus 4 --global-batch 8 --seq-len 32 -o plan.json
@@ -121,7 +123,29 @@ def run(args: argparse.Namespace) -> int:
     cli = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "cli.py")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.nproc_per_node}", cli, *argv]
     env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}  # torchrun's own value, without its banner
-    return subprocess.run(cmd, check=False, env=env).returncode
+    with tempfile.TemporaryDirectory(prefix="meshplan-run-") as folder:
+        env[_OOM_MARK] = os.path.join(folder, "oom")
+        code = subprocess.run(cmd, check=False, env=env).returncode
+        return EXIT_NO_PLAN if code and os.path.exists(env[_OOM_MARK]) else code
+
+
+_OOM_MARK = "MESHPLAN_OOM_MARK"
+"""Environment variable naming the file a worker creates when it runs out of memory: torchrun exits 1
+whatever its workers' codes, so the launcher turns that into exit 3 (the worker printed the line)."""
+
+
+@contextlib.contextmanager
+def _oom_marked() -> Iterator[None]:
+    """Create the launcher's :data:`_OOM_MARK` file when the block ends in ``RankOutOfMemory``."""
+    from planner.runtime.oom import RankOutOfMemory
+
+    try:
+        yield
+    except RankOutOfMemory:
+        if os.environ.get(_OOM_MARK):
+            with open(os.environ[_OOM_MARK], "w", encoding="utf-8"):
+                pass
+        raise
 
 
 def _preflight(args: argparse.Namespace, plan: object, model: object) -> None:
@@ -153,7 +177,10 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if plan.hetero is not None or args.inject_slowdown:  # type: ignore[attr-defined]
-        return _share_rank(args, plan, model)
+        from planner.runtime.oom import oom_answered
+
+        with _oom_marked(), oom_answered("run", int(os.environ.get("RANK", "0")), plan, plan.estimate.peak_memory_gib):  # type: ignore[attr-defined]
+            return _share_rank(args, plan, model)
     if world != plan.request.gpus:  # type: ignore[attr-defined]
         if os.environ.get("RANK") != "0":
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
@@ -161,8 +188,12 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
                          f"use --nproc-per-node {plan.request.gpus}")  # type: ignore[attr-defined]
     device = args.device or _default_device()
     _init_group(device)
-    record = _on_group(lambda: run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed,  # type: ignore[arg-type]
-                                        device_type=device, retrace=args.retrace))
+    from planner.runtime.oom import oom_answered, plan_rank_prediction
+
+    rank = int(os.environ.get("RANK", "0"))
+    with _oom_marked(), oom_answered("run", rank, plan, plan_rank_prediction(plan, rank)):
+        record = _on_group(lambda: run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed,  # type: ignore[arg-type]
+                                            device_type=device, retrace=args.retrace))
     if record is None:
         return EXIT_OK
     _write_record(args, record)

@@ -63,7 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     how = parser.add_argument_group("search")
     how.add_argument("--target", choices=("native", "megatron", "torchtitan", "deepspeed"), default="native", help="engine the plans must suit")
     how.add_argument("--time-limit", metavar="SEC", type=_positive("seconds"), help="per-point search limit (as `meshplan plan --time-limit`)")
-    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative("GiB"), default=0.0, help="GiB per GPU to keep free")
+    how.add_argument("--memory-headroom", metavar="GIB", type=_non_negative("GiB"),
+                     help="GiB per GPU to keep free beyond the estimate (default: the cluster's memory_headroom_gib)")
     how.add_argument("--precision", choices=("bf16", "fp8"), default="bf16",
                      help="GEMM precision of the blocks' projections at every point (fp8 needs FP8 tensor cores on every cluster)")
     how.add_argument("--compile", action=argparse.BooleanOptionalAction,

@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from costmodel.headroom import headroom_gib
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import StepEstimate, estimate_step
 from costmodel.table import CostTable, build_cost_table
@@ -71,6 +72,10 @@ class EstimateResult(BaseModel):
     model_tflops_per_gpu: float
     peak_memory_gib: float
     memory_capacity_gib: float
+    """What the plan may fill per GPU: the GPU's memory less ``memory_headroom_gib``."""
+    memory_headroom_gib: float = 0.0
+    """Memory kept free beyond the prediction (``ClusterSpec.memory_headroom_gib``): fits means
+    ``peak_memory_gib + memory_headroom_gib`` within the GPU's memory."""
     fits: bool
     over_by_gib: float
     time_breakdown_s: TimeBreakdown
@@ -106,6 +111,7 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         model_tflops_per_gpu=per_gpu / 1e12,
         peak_memory_gib=step.peak_memory_gib,
         memory_capacity_gib=step.capacity_gib,
+        memory_headroom_gib=headroom_gib(table.cluster),
         fits=step.fits,
         over_by_gib=step.over_by_gib,
         time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),
@@ -114,8 +120,22 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
-        assumptions=_with_mfu_note(assumptions + [n for n in table.model.notes if n not in assumptions]),
+        assumptions=_with_mfu_note(assumptions + [n for n in [*table.model.notes, *_phase_note(step)] if n not in assumptions]),
     )
+
+
+def _phase_note(step: StepEstimate) -> list[str]:
+    """A line when the peak rank peaks at the end of its backward, its activations mostly freed
+    (``costmodel.rank_memory._peak_phase``): the activations its forwards hold, for comparison."""
+    from costmodel.rank_memory import forward_end_activation_bytes
+
+    rank = _peak_rank(step)
+    held = forward_end_activation_bytes(step.config, step.ranks.rank(rank), rank) / 2**30
+    shown = step.memory_breakdown_gib["activations"]
+    if held - shown < max(0.01, 0.01 * held):  # the two figures as printed, to 0.01 GiB and 1 %
+        return []
+    return [f"memory peaks at the end of the backward pass (gradients whole, activations freed): {shown:.2f} GiB of "
+            f"activations there, {held:.2f} GiB at the end of the forward"]
 
 
 def _peak_rank(step: StepEstimate) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import build_cost_table
 from planner.plans.constraints import PlanConstraints, read_constraints
@@ -29,7 +30,7 @@ def plan(
     compile: bool | None = None,
     top_k: int = 3,
     time_limit_s: float | None = None,
-    memory_headroom_gib: float = 0.0,
+    memory_headroom_gib: float | None = None,
     timing: bool = False,
     trace: bool = False,
     progress: Any = None,
@@ -53,8 +54,9 @@ def plan(
     constraints in ``request.constraints``. Constraints that no configuration satisfies raise
     :class:`NoFeasiblePlanError` naming the nearest configuration and what it breaks.
 
-    ``memory_headroom_gib`` keeps that much of every GPU free beyond the estimate: it is added to the
-    cluster's ``runtime_overhead_gib``, so the plan's echoed cluster, its memory breakdown (buffers)
+    ``memory_headroom_gib`` keeps that much of every GPU free beyond the estimate, in place of the
+    cluster's own ``memory_headroom_gib`` (None keeps the cluster's: its file's figure, or the measured
+    default ``costmodel.headroom.DEFAULT_HEADROOM_FRACTION``), so the plan's echoed cluster, its capacity
     and the validator all see it.
 
     ``precision`` ``fp8`` searches plans whose blocks' projections run as FP8 GEMMs (Transformer
@@ -80,9 +82,7 @@ def plan(
     if problems:
         raise InputError(*problems)
     check_target_model(target, model_spec)
-    if memory_headroom_gib:
-        overhead = cluster_spec.runtime_overhead_gib + memory_headroom_gib
-        cluster_spec = cluster_spec.model_copy(update={"runtime_overhead_gib": overhead})
+    cluster_spec = with_headroom(cluster_spec, memory_headroom_gib)
     chosen = read_constraints(model_spec, gpus, global_batch, target, tp=tp, pp=pp, cp=cp, dp=dp, ep=ep, vpp=vpp, zero=zero,
                               micro_batch=micro_batch, sp=sp, recompute=recompute, schedule=schedule)
     req = SearchRequest(gpus=gpus, global_batch=global_batch, seq_len=seq_len, target=target, top_k=top_k,  # type: ignore[arg-type]
@@ -101,7 +101,7 @@ def plan(
 
 
 def _check_request(gpus: int, global_batch: int, seq_len: int, target: str, top_k: int, time_limit_s: float | None,
-                   memory_headroom_gib: float) -> None:
+                   memory_headroom_gib: float | None) -> None:
     """Every argument of the wrong type or out of range, in one :class:`InputError`."""
     from planner.intake.arguments import count_problems
 
@@ -126,7 +126,7 @@ def engine_option_problems(precision: Any, compile: Any, clusters: list[ClusterS
     return problems
 
 
-def search_option_problems(target: str, top_k: int, time_limit_s: float | None, memory_headroom_gib: float) -> list[str]:
+def search_option_problems(target: str, top_k: int, time_limit_s: float | None, memory_headroom_gib: float | None) -> list[str]:
     """What is wrong with the search options ``planner.plan`` and ``planner.capacity`` share (target,
     top-k, time limit, memory headroom), one line each; empty when nothing is."""
     from planner.intake.arguments import number_problem
@@ -138,7 +138,8 @@ def search_option_problems(target: str, top_k: int, time_limit_s: float | None, 
         problems.append(f"top-k must be an integer from 0 to {MAX_TOP_K} (got {top_k!r:.40})")
     if time_limit_s is not None:
         problems += number_problem("time-limit", time_limit_s, zero_ok=False, unit="seconds", most=MAX_TIME_LIMIT_S)
-    problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
+    if memory_headroom_gib is not None:
+        problems += number_problem("memory-headroom", memory_headroom_gib, zero_ok=True, unit="GiB", most=1e6)
     return problems
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from costmodel.headroom import with_headroom
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
@@ -67,7 +68,7 @@ def plain_cluster(cluster: HeteroCluster, arg: Any) -> bool:
     return undegraded and not names_groups(arg)
 
 
-def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
+def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float | None = None) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
     from costmodel.specs import ClusterSpec
     from profiles import degrade, load_hetero_cluster, one_cluster
@@ -82,10 +83,9 @@ def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any =
         hetero = degrade(loaded, slow, down)
     except ValueError as err:  # profiles.ProfileError, pydantic's checks
         raise InputError(str(err).splitlines()[0]) from None
-    if not headroom_gib:
+    if headroom_gib is None:
         return hetero
-    groups = tuple(g.model_copy(update={"cluster": g.cluster.model_copy(
-        update={"runtime_overhead_gib": g.cluster.runtime_overhead_gib + headroom_gib})}) for g in hetero.groups)
+    groups = tuple(g.model_copy(update={"cluster": with_headroom(g.cluster, headroom_gib)}) for g in hetero.groups)
     return hetero.model_copy(update={"groups": groups})
 
 
@@ -206,7 +206,7 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
     if plain_cluster(cluster, kwargs["cluster"]):  # e.g. --slow 5=1 on a preset: the plain command's plan
         return homogeneous(**kwargs)
     if cluster.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
-        return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": 0.0})
+        return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": None})
     model = resolve_model_arg(kwargs["model"], kwargs["trace"])
     check_target_model(kwargs["target"], model)
     if kwargs["target"] != "native":

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 
+from costmodel.headroom import usable_gib
 from costmodel.hetero import HeteroCluster, gradient_weights
 from costmodel.specs import ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
@@ -131,7 +132,7 @@ def _memory(plan: Plan, info: HeteroInfo, model: ModelSpec) -> list[str]:
                 tables[s.group] = build_cost_table(model, info.cluster.groups[s.group].cluster)
             table = tables[s.group]
             memory = float(estimate_step(table, cfg).rank_memory_gib[k])
-            capacity = table.cluster.gpu.hbm_gib
+            capacity = usable_gib(table.cluster)
             if memory > capacity:
                 problems.append(f"replica {r.index} stage {k}: needs {memory:.1f} GiB of its {capacity:.1f} GiB {table.cluster.gpu.name}")
             if not math.isclose(memory, s.memory_gib, rel_tol=1e-6):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from costmodel.headroom import usable_gib
 from costmodel.hetero import gradient_weights, scale_cluster
 from costmodel.hetero_step import estimate_replica
 from costmodel.specs import ParallelConfig
@@ -28,7 +29,7 @@ def test_mixed_replica_uses_each_stage_group():
     mixed = estimate_replica([fast, slow], cfg)
     assert mixed.stage_time_s[0] == estimate_step(fast, cfg).rank_time_s[0]
     assert mixed.stage_time_s[1] == estimate_step(slow, cfg).rank_time_s[1]
-    assert mixed.stage_capacity_gib == (4.0, 2.0)
+    assert mixed.stage_capacity_gib == (usable_gib(fast.cluster), usable_gib(slow.cluster))  # 4 and 2 GiB less the headroom
     assert estimate_replica([fast, fast], cfg).step_time_s < mixed.step_time_s < estimate_replica([slow, slow], cfg).step_time_s
 
 

@@ -132,7 +132,7 @@ def test_the_pressure_floor_sees_the_recomputation_memory_forces(hbm: float) -> 
     from search.pressure import pressure_floor_s
 
     spec, hw = model(4), cluster(2)
-    hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm})})
+    hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm}), "memory_headroom_gib": 0.0})
     table = build_cost_table(spec, hw)
     cfg = ParallelConfig(pp=2, dp=1, micro_batch=2, global_batch=16, seq_len=2048, engine="megatron")  # the memory hbm was tuned to
     best = float("inf")

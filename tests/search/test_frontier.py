@@ -3,6 +3,7 @@ gives, and the quick bound never exceeds the full one."""
 
 from __future__ import annotations
 
+from costmodel.headroom import usable_gib
 from costmodel.step import straggler_time
 from costmodel.table import build_cost_table
 from search.bounds import bound_s, compute_floor_s, memory_bound_gib, quick_bound_s
@@ -20,7 +21,7 @@ def test_frontier_order_is_the_sorted_full_bounds() -> None:
     straggler = straggler_time(4, cluster.gpus_per_node)
     full = [bound_s(table, o, {}) for o in every]
     assert all(quick_bound_s(table, o, straggler, {}) <= b for o, b in zip(every, full))
-    fits = [i for i, o in enumerate(every) if memory_bound_gib(table, o) <= cluster.gpu.hbm_gib]
+    fits = [i for i, o in enumerate(every) if memory_bound_gib(table, o) <= usable_gib(cluster)]
     assert 0 < len(fits) < len(every)  # some options are over memory, and the frontier drops them
     frontier, order = Frontier(table, every, {}, compute_floor_s(model, cluster, req), None), []
     while (front := frontier.peek()) is not None:

@@ -328,6 +328,7 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
             sliding_window=window if windowed else None,
             attention_chunk=chunk if local else None,
             qk_norm=family.qk_norm,
+            conv1d=family.conv1d,
             **{k: v for k, v in mla.items() if k != "head_dim"},
         )
 

@@ -79,6 +79,9 @@ class Family:
     ``qk_nope_head_dim``, ``qk_rope_head_dim``, ``v_head_dim``)."""
     qk_norm: bool = False
     """Per-head RMSNorm weights on queries and keys (Qwen3 ``q_norm`` / ``k_norm``)."""
+    conv1d: bool = False
+    """The block's projections are transformers' ``Conv1D`` (GPT-2: ``c_attn``, ``c_proj``, ``c_fc``,
+    transformers/pytorch_utils.py), not ``nn.Linear``."""
     chunked: bool = False
     """Chunked attention of ``attention_chunk_size`` tokens on the layers ``layer_types`` names
     ``chunked_attention`` (Llama 4: by default the rotary layers, three in every four)."""
@@ -134,7 +137,7 @@ FAMILIES: dict[str, Family] = {
                       moe="mixtral", aliases=_GPT_OSS_ALIASES),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
-                   mlp_bias=True, ffn_default_4h=True, learned_positions=True,
+                   mlp_bias=True, ffn_default_4h=True, learned_positions=True, conv1d=True,
                    dropout_keys=("attn_pdrop", "resid_pdrop", "embd_pdrop"), dropout_default=0.1,
                    aliases=_GPT2_ALIASES),
     # GPT-NeoX: rotary, biases (attention_bias default True), untied embed_out.

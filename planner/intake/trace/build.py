@@ -237,6 +237,8 @@ class _Builder:
                                 f"{layer_params(found[0]) + found[1]:,} of the layout read from it")
             return [self._plain_slot(inst)]
         layer, surplus = found
+        if any(type(m).__name__ == "Conv1D" for m in self.module(inst).modules()):  # transformers' GPT-2 projections
+            layer = layer.model_copy(update={"conv1d": True})
         slots = [Slot([inst.index], layer, params - surplus, tp_mode="column_row")]
         if surplus:
             extra = Slot([], None, surplus, passthrough=True)

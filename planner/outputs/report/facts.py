@@ -62,8 +62,9 @@ def summary_rows(plan: Plan) -> list[Row]:
         Row("MFU", fmt.percent(e.mfu), f"model FLOPs / (GPUs {r.gpus} x step time x {g.peak_bf16_tflops:g} TFLOP/s dense BF16 peak of {g.name})"),
         Row("model TFLOP/s per GPU", f"{e.model_tflops_per_gpu:.1f}", "model FLOPs / (GPUs x step time)"),
         Row("peak memory per GPU", f"{fmt.gib(e.peak_memory_gib)} of {fmt.gib(e.memory_capacity_gib)}", "params + grads + optimizer states + activations + buffers, most loaded pipeline rank"),
+        Row("memory headroom", fmt.gib(e.memory_headroom_gib), "kept free beyond the peak: the caching allocator's reserve (cluster file, --memory-headroom)"),
         Row("memory margin", f"{fmt.gib(margin)} ({fmt.percent(margin / e.memory_capacity_gib)})", "capacity - peak"),
-        Row("fits", "yes" if e.fits else f"no: over by {fmt.gib(e.over_by_gib)}", "peak <= capacity"),
+        Row("fits", "yes" if e.fits else f"no: over by {fmt.gib(e.over_by_gib)}", "peak + headroom <= GPU memory"),
         Row("micro-batches per step", str(plan.schedule.num_microbatches), f"global batch {r.global_batch} / (micro-batch {plan.schedule.micro_batch} x dp {plan.mesh.dp})"),
     ]
 
@@ -210,12 +211,15 @@ def link_rows(plan: Plan) -> list[list[str]]:
 
 
 def memory_rows(plan: Plan) -> list[list[str]]:
-    """Part, GiB, share of capacity, for the most loaded GPU."""
+    """Part, GiB, share of the GPU's memory, for the most loaded GPU: the parts, their total, the
+    headroom kept free beyond the prediction (``ClusterSpec.memory_headroom_gib``), the margin left."""
     e = plan.estimate
+    gpu = e.memory_capacity_gib + e.memory_headroom_gib
     mb = e.memory_breakdown_gib.model_dump()
-    rows = [[label, fmt.gib(mb[key]), fmt.percent(mb[key] / e.memory_capacity_gib)] for key, label in MEMORY_PARTS]
-    rows.append(["total (peak)", fmt.gib(e.peak_memory_gib), fmt.percent(e.peak_memory_gib / e.memory_capacity_gib)])
-    rows.append(["free (margin)", fmt.gib(e.memory_capacity_gib - e.peak_memory_gib), fmt.percent(1 - e.peak_memory_gib / e.memory_capacity_gib)])
+    rows = [[label, fmt.gib(mb[key]), fmt.percent(mb[key] / gpu)] for key, label in MEMORY_PARTS]
+    rows.append(["total (peak)", fmt.gib(e.peak_memory_gib), fmt.percent(e.peak_memory_gib / gpu)])
+    rows.append(["headroom (kept free: allocator reserve)", fmt.gib(e.memory_headroom_gib), fmt.percent(e.memory_headroom_gib / gpu)])
+    rows.append(["free (margin)", fmt.gib(e.memory_capacity_gib - e.peak_memory_gib), fmt.percent((e.memory_capacity_gib - e.peak_memory_gib) / gpu)])
     return rows
 
 

@@ -104,7 +104,11 @@ GPT2_MEDIUM_CONFIG = dict(
 )
 """openai-community/gpt2-medium/config.json (the fields the model's shape depends on; dropout 0.1 by
 default): tied head, learned positions, Conv1D projections, the op-by-op tanh GELU."""
-CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG}
+GPT2_24L_2K_CONFIG = dict(GPT2_MEDIUM_CONFIG, n_positions=2048, vocab_size=50304)
+"""Issue 31's GPT-2-family config.json: GPT-2 medium's 24 blocks of 1,024 with ``gelu_new`` and a tied
+head, 2,048 positions and the vocabulary padded to 50,304 (a multiple of 64, as nanoGPT pads it), so
+that tp 2 divides it."""
+CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG, "gpt2-24l-2k.json": GPT2_24L_2K_CONFIG}
 
 
 def config_path(name: str) -> str:
@@ -195,6 +199,13 @@ PLANNED: tuple[Case, ...] = (
     Case("planned-llama8b-8gpu-pp4", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, pp=4, vpp=1)),
     Case("planned-llama8b-8gpu-tp4-pp2", "llama3.1-8b", search=dict(gpus=8, global_batch=32, seq_len=4096, tp=4, pp=2, vpp=1)),
     Case("planned-gpt2-medium-8gpu", "gpt2-medium.json", search=dict(gpus=8, global_batch=64, seq_len=1024)),
+    Case("planned-gpt2-24l-a100-tp2-zero2", "gpt2-24l-2k.json", "dgx-a100", search=dict(gpus=8, global_batch=64, seq_len=2048, tp=2, zero=2)),
+    Case("planned-llama8b-16gpu-tp2-zero3-8k", "llama3.1-8b", search=dict(gpus=16, global_batch=32, seq_len=8192, tp=2, pp=1, zero=3)),
+    Case("planned-llama8b-8gpu-zero1", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=4096, zero=1)),
+    Case("planned-llama8b-8gpu-zero0", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=4096, zero=0)),
+    Case("planned-llama8b-8gpu-full", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=8192, recompute="full")),
+    Case("planned-llama8b-8gpu-selective", "llama3.1-8b", search=dict(gpus=8, global_batch=16, seq_len=8192, recompute="selective")),
+    Case("planned-mixtral-16gpu", "mixtral-8x7b.json", search=dict(gpus=16, global_batch=32, seq_len=4096)),
 )
 """Planner-chosen cases: the plans ``meshplan plan --target native`` picks, searched when the case is
 built (``Case.search``), for issue 21's two reproductions (``--model llama3.1-8b --cluster dgx-h100
@@ -202,5 +213,7 @@ built (``Case.search``), for issue 21's two reproductions (``--model llama3.1-8b
 ``llama3.1-70b``, 64 GPUs, batch 128, ``--tp 8 --pp 2``) and for the splits the acceptance names:
 ZeRO 3 and ZeRO 2 (the search's TP x FSDP plans on 8 GPUs), a 4-stage pipeline with several
 micro-batches in flight, TP + SP under a 2-stage 1F1B pipeline, and GPT-2 medium from its
-config.json (transformers' module: tied head, learned positions, op-by-op tanh GELU, dropout). ``bench/memory_oracle.py --planned``
+config.json (transformers' module: tied head, learned positions, op-by-op tanh GELU, dropout), issue 31's
+cases (the GPT-2-family config at tp 2 ZeRO 2 on 8 A100, micro-batch 16 x 2,048; Llama 3.1 8B on 16
+H100 at tp 2 ZeRO 3, sequence 8,192) and one plan per ZeRO stage, recompute mode and an MoE. ``bench/memory_oracle.py --planned``
 measures them; the plan's own per-GPU figure is the native engine's, which the check predicts with."""

@@ -126,6 +126,7 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     from planner.runtime.memcheck.depth import can_extrapolate, describe
 
     from planner.runtime.models import build_model
+    from planner.runtime.oom import oom_answered
     from planner.runtime.tasks import task_for
 
     arg = runtime_model(plan, model, retrace)
@@ -140,8 +141,9 @@ def check_memory(plan: Plan, model: Any = None, pp_ranks: list[int] | None = Non
     try:
         for r in chosen:
             start = time.perf_counter()
-            measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow, task)
             tracked, gpu_only = step.rank_memory_parts_gib(r)
+            with oom_answered("check-memory", r, plan, sum(tracked.values())):
+                measured, extrapolated = _measure_rank(plan, arg, spec, r, shallow, task)
             peak = measured.pop("total") / GIB
             predicted = sum(tracked.values())
             rows.append(RankMemory(

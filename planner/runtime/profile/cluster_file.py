@@ -59,6 +59,7 @@ def build_result(name: str, facts: DeviceFacts, m: Measurements, preset: Cluster
     eff = _compute_efficiency(facts, m, gpu, preset, sources)
     fields = link_fields(facts, m, gpu, eff, preset, sources)
     links_eff = {k: fields.pop(k) for k in ("intra_node", "network", "step_fixed_s", "overlap_slowdown")}
+    fields["memory_headroom_gib"] = _headroom(m, gpu, sources)
     entry = {
         "name": name,
         "source": f"{MEASURED} on {facts.name} x {m.world} ranks ({m.ranks_per_node} per node), torch {torch.__version__}",
@@ -72,6 +73,21 @@ def build_result(name: str, facts: DeviceFacts, m: Measurements, preset: Cluster
     entry["measurements"] = _measurements(facts, m, measured)
     return ProfileResult(entry=entry, cluster=cluster, rows=comparison(cluster, preset, facts, m),
                          preset_name=preset.name if preset else None, preset_spec=preset)
+
+
+def _headroom(m: Measurements, gpu: dict[str, Any], sources: dict[str, str]) -> float:
+    """``memory_headroom_gib``: the measured allocator reserve (``Measurements.headroom_fraction``)
+    of the GPU's memory, or, on a CPU, ``costmodel.headroom.DEFAULT_HEADROOM_FRACTION`` of it."""
+    from costmodel.headroom import DEFAULT_HEADROOM_FRACTION
+
+    if m.headroom_fraction is None:
+        sources["memory_headroom_gib"] = (f"not measured (no caching allocator on this device): the default "
+                                          f"{DEFAULT_HEADROOM_FRACTION:.2%} of the memory (profiles/memory_headroom.json)")
+        return round(DEFAULT_HEADROOM_FRACTION * gpu["hbm_gib"], 3)
+    sources["memory_headroom_gib"] = (f"{MEASURED}: max_memory_reserved - max_memory_allocated over a synthetic training "
+                                      f"step, {m.headroom_fraction:.2%} of its peak, times the GPU's memory "
+                                      "(planner.runtime.profile.headroom)")
+    return round(m.headroom_fraction * gpu["hbm_gib"], 3)
 
 
 def _gpu(facts: DeviceFacts, m: Measurements, preset: ClusterSpec | None, sources: dict[str, str]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ import planner.runtime.profile.collectives as coll
 import planner.runtime.profile.compute as compute
 from planner.runtime.profile.derive import attention_efficiency
 from planner.runtime.profile.hardware import DeviceFacts
+from planner.runtime.profile.headroom import allocator_headroom_fraction
 from planner.runtime.profile.options import ProfileOptions
 from planner.runtime.profile.records import AttentionPoint, CollectivePoint, GemmPoint, MemoryPoint
 from planner.runtime.profile.timing import Budget, time_call
@@ -39,6 +40,9 @@ class Measurements:
     kernel_overhead_s: float = 0.0
     step_sync_s: float = 0.0
     """One barrier plus a one-element all-reduce (what a training step synchronises on its loss)."""
+    headroom_fraction: float | None = None
+    """The caching allocator's reserve beyond allocation over a synthetic step, as a share of the
+    allocated peak (``planner.runtime.profile.headroom``); None on a CPU."""
     wall_s: float = 0.0
 
 
@@ -71,6 +75,7 @@ def measure(options: ProfileOptions, facts: DeviceFacts, device: torch.device, p
     out.gemm = _gemms(shapes, facts, device, options.compute_budget, tick, distributed)
     out.attention = _attention(attn, facts, device, options, out.kernel_overhead_s, tick, distributed)
     out.memory = _memory(options, device, tick, distributed)
+    out.headroom_fraction = allocator_headroom_fraction(device)
     for scope, group, ranks in scopes:
         out.collectives += _collectives(scope, group, ranks, options, device, tick)
     tick("step synchronisation")

@@ -5,8 +5,8 @@ training step under FSDPMemTracker on fake tensors, and requires the cost model'
 prediction per rank kind (the GPU-only terms, reported apart, removed) to be within 10 % of the
 measurement and never below it by more than 3 %. ``bench/memory_oracle.py`` prints every case.
 
-BUDGET: about 40 s on 2 cores at low load (measured with the change that added GPT-2 medium and two
-planner-chosen cases: 3-6 s per fixed case, 6 and 15 s for the planned ones); ZeRO 2 with selective
+BUDGET: about 55 s on 2 cores at low load (issue 31's GPT-2 case adds about 15 s; before it, 40 s (measured with the change that added GPT-2 medium and two
+planner-chosen cases: 3-6 s per fixed case, 6 and 15 s for the planned ones)); ZeRO 2 with selective
 recomputation, TP x PP, GPipe, GPT-3 175B, the traced custom module and the interleaved reproductions
 of issue 21 run in the bench (all within the band there).
 """
@@ -37,9 +37,11 @@ def test_prediction_within_10_percent_never_3_percent_under(name: str) -> None:
         assert rank.predicted_gpu_peak_gib == pytest.approx(rank.predicted_peak_gib + sum(rank.gpu_only_gib.values()))
 
 
-PLANNED_IN_CI = ("planned-llama8b-8gpu-zero2", "planned-llama8b-8gpu-tp4-pp2")
-"""Two of the planner-chosen cases (``cases.PLANNED``): the search's ZeRO 2 plan (TP + SP x FSDP2) and
-its TP 4 x PP 2 1F1B plan with several micro-batches in flight; the interleaved reproductions of
+PLANNED_IN_CI = ("planned-llama8b-8gpu-zero2", "planned-llama8b-8gpu-tp4-pp2", "planned-gpt2-24l-a100-tp2-zero2")
+"""Three of the planner-chosen cases (``cases.PLANNED``): the search's ZeRO 2 plan (TP + SP x FSDP2),
+its TP 4 x PP 2 1F1B plan with several micro-batches in flight, and issue 31's GPT-2-family
+config.json at tp 2 ZeRO 2 on 8 A100 (micro-batch 16 x 2,048: -38 % before its Conv1D blocks were
+priced whole on every TP rank, ``costmodel.engines.EngineTerms.replicates_conv1d_blocks``); the interleaved reproductions of
 issue 21 (8B and 70B), ZeRO 3 and a 4-stage pipeline run in ``bench/memory_oracle.py --planned``."""
 
 

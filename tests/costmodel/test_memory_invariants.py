@@ -1,0 +1,154 @@
+"""The memory model's own invariants, per pipeline rank (issue 35), over 3,000 seeded random valid
+configurations and a Hypothesis run, through the cost functions (not the CLI):
+
+- activations grow with the micro-batch at a fixed count of micro-batches (so a fixed count in
+  flight and the same peak phase); at a fixed global batch, what the forward's end holds (the
+  in-flight activations and the transient) grows: the peak's own activations may not, the exception
+  named in ``costmodel.rank_memory._peak_phase`` (the BLOOM case below);
+- ZeRO k+1 never holds more model state (parameters + gradients + optimizer states), nor more
+  optimizer state, than ZeRO k;
+- more recomputation never adds memory.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import planner
+from costmodel.rank_memory import forward_end_activation_bytes, rank_parts
+from costmodel.specs import ParallelConfig
+from costmodel.step import estimate_step
+from costmodel.table import build_cost_table
+from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+from planner.plans.config_checks import parallel_problems
+
+NAMES = ("llama3.1-8b", "mpt-13b", "mixtral-8x7b", "bloom-176b")
+CLUSTER = resolve_cluster_arg("dgx-h100")
+TABLES = {n: build_cost_table(resolve_model_arg(n), CLUSTER) for n in NAMES}
+RECOMPUTE = ("none", "selective", "full")
+STATE = ("params", "grads", "optimizer_states")
+TOL = 1e-9
+
+
+def _ranks(name: str, cfg: ParallelConfig) -> list[dict[str, float]]:
+    """Each pipeline rank's allocated bytes by category."""
+    table = TABLES[name]
+    step = estimate_step(table, cfg)
+    return [rank_parts(table, cfg, step.ranks.rank(r), r)[0] for r in range(cfg.pp)]
+
+
+def _forward_end(name: str, cfg: ParallelConfig) -> list[float]:
+    """What each rank holds of activations at the end of its forwards: in-flight and transient."""
+    step = estimate_step(TABLES[name], cfg)
+    return [forward_end_activation_bytes(cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
+
+
+def _valid(name: str, fields: dict) -> ParallelConfig | None:
+    try:
+        cfg = ParallelConfig(**fields)
+    except ValueError:
+        return None
+    return None if parallel_problems(TABLES[name].model, cfg, cfg.num_gpus) else cfg
+
+
+def _draw(rng: random.Random) -> tuple[str, dict]:
+    pp = rng.choice([1, 2, 3, 4])
+    schedule = rng.choice(["1f1b", "gpipe", "interleaved-1f1b"]) if pp > 1 else "1f1b"
+    tp = rng.choice([1, 2, 4, 8])
+    fields = dict(tp=tp, pp=pp, cp=rng.choice([1, 2, 4]), dp=rng.choice([1, 2, 3, 4, 8]), zero=rng.choice([0, 1, 2, 3]),
+                  recompute=rng.choice(RECOMPUTE), micro_batch=rng.choice([1, 2, 4]), seq_len=rng.choice([1024, 2048, 4096]),
+                  schedule=schedule, vpp=2 if schedule == "interleaved-1f1b" else 1, sp=tp > 1)
+    fields["global_batch"] = fields["micro_batch"] * fields["dp"] * rng.choice([1, 2, 4, 8])
+    return rng.choice(NAMES), fields
+
+
+def _violations(name: str, cfg: ParallelConfig, prop: int) -> list[str]:
+    """Violations of property ``prop`` (0 micro-batch, 1 ZeRO, 2 recompute) from ``cfg``."""
+    base = _ranks(name, cfg)
+    if prop == 0:
+        bigger = _valid(name, {**cfg.model_dump(), "micro_batch": 2 * cfg.micro_batch, "global_batch": 2 * cfg.global_batch})
+        if bigger is None:
+            return []
+        return [f"rank {r}: activations {a['activations']:.4g} -> {b['activations']:.4g} B at micro-batch x2"
+                for r, (a, b) in enumerate(zip(base, _ranks(name, bigger))) if b["activations"] < a["activations"] * (1 - TOL)]
+    if prop == 1:
+        more = _valid(name, {**cfg.model_dump(), "zero": cfg.zero + 1}) if cfg.zero < 3 else None
+        if more is None:
+            return []
+        return [f"rank {r}: zero {cfg.zero} -> {cfg.zero + 1}: state {sum(a[k] for k in STATE):.4g} -> {sum(b[k] for k in STATE):.4g} B"
+                for r, (a, b) in enumerate(zip(base, _ranks(name, more)))
+                if sum(b[k] for k in STATE) > sum(a[k] for k in STATE) * (1 + TOL) or b["optimizer_states"] > a["optimizer_states"] * (1 + TOL)]
+    i = RECOMPUTE.index(cfg.recompute)
+    if i == 2:
+        return []
+    heavier = cfg.model_copy(update={"recompute": RECOMPUTE[i + 1]})
+    return [f"rank {r}: {cfg.recompute} -> {heavier.recompute}: {sum(a.values()):.4g} -> {sum(b.values()):.4g} B"
+            for r, (a, b) in enumerate(zip(base, _ranks(name, heavier))) if sum(b.values()) > sum(a.values()) * (1 + TOL)]
+
+
+def test_three_thousand_seeded_configurations_obey_the_invariants() -> None:
+    rng, checked, bad = random.Random(31), 0, []
+    while checked < 3000:
+        name, fields = _draw(rng)
+        cfg = _valid(name, fields)
+        if cfg is None:
+            continue
+        bad += [f"{name} {fields}: {v}" for v in _violations(name, cfg, checked % 3)]
+        checked += 1
+    assert not bad, f"{len(bad)} violations, first: {bad[:3]}"
+
+
+def test_forward_end_activations_grow_with_the_micro_batch_at_a_fixed_global_batch() -> None:
+    rng, checked = random.Random(35), 0
+    while checked < 300:
+        name, fields = _draw(rng)
+        fields["micro_batch"], fields["global_batch"] = 1, 2 * fields["dp"]
+        small, big = _valid(name, fields), _valid(name, {**fields, "micro_batch": 2})
+        if small is None or big is None:
+            continue
+        checked += 1
+        for r, (a, b) in enumerate(zip(_forward_end(name, small), _forward_end(name, big))):
+            assert b >= a * (1 - TOL), f"{name} {fields}: rank {r} {a:.4g} -> {b:.4g} B"
+
+
+def test_bloom_case_is_the_named_phase_exception() -> None:
+    """issue 35's case: ``estimate --model bloom-176b --gpus 1 --global-batch 2 --seq-len 2048``. At
+    micro-batch 1 the second micro-batch's forward meets the first's gradients (the peak is the end
+    of a forward); at micro-batch 2 the step has one micro-batch and peaks at the end of its backward,
+    the activations freed. The forward's end holds twice as much at micro-batch 2; the total peak,
+    gradients whole in both, is the lower one at micro-batch 2."""
+    table = build_cost_table(resolve_model_arg("bloom-176b"), resolve_cluster_arg("dgx-a100"))
+    TABLES["bloom-a100"] = table
+    one, two = (ParallelConfig(zero=1, global_batch=2, seq_len=2048, micro_batch=mb) for mb in (1, 2))
+    end_one, end_two = _forward_end("bloom-a100", one)[0], _forward_end("bloom-a100", two)[0]
+    assert end_two == pytest.approx(2 * end_one, rel=0.01)
+    peak_one, peak_two = (rank_parts(table, c, estimate_step(table, c).ranks.rank(0), 0)[0] for c in (one, two))
+    assert peak_one["grads"] == peak_two["grads"] and peak_two["activations"] < end_two
+    note = planner.estimate(model="bloom-176b", cluster="dgx-a100", gpus=1, global_batch=2, seq_len=2048, micro_batch=2).assumptions
+    assert any(n.startswith("memory peaks at the end of the backward pass") for n in note)
+
+
+CONFIGS = st.fixed_dictionaries({
+    "name": st.sampled_from(NAMES), "tp": st.sampled_from([1, 2, 4, 8]), "pp": st.sampled_from([1, 2, 3, 4]),
+    "cp": st.sampled_from([1, 2, 4]), "dp": st.sampled_from([1, 2, 3, 8]), "zero": st.sampled_from([0, 1, 2, 3]),
+    "recompute": st.sampled_from(RECOMPUTE), "micro_batch": st.sampled_from([1, 2, 4]), "seq_len": st.sampled_from([1024, 4096]),
+    "schedule": st.sampled_from(["1f1b", "gpipe", "interleaved-1f1b"]), "count": st.sampled_from([1, 2, 4, 8]),
+    "prop": st.sampled_from([0, 1, 2]),
+})
+
+
+@settings(database=None, deadline=None, max_examples=300)
+@given(c=CONFIGS)
+def test_the_invariants_hold_over_the_space(c: dict) -> None:
+    fields = {k: v for k, v in c.items() if k not in ("name", "count", "prop")}
+    if fields["pp"] == 1:
+        fields["schedule"] = "1f1b"
+    fields.update(vpp=2 if fields["schedule"] == "interleaved-1f1b" else 1, sp=fields["tp"] > 1,
+                  global_batch=fields["micro_batch"] * fields["dp"] * c["count"])
+    cfg = _valid(c["name"], fields)
+    if cfg is not None:
+        assert not _violations(c["name"], cfg, c["prop"])
