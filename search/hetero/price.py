@@ -30,8 +30,8 @@ from costmodel.hetero import (
 from costmodel.hetero_step import ReplicaEstimate, estimate_replica
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable, build_cost_table
-from search.hetero_types import HeteroCandidate, HeteroReplica, HeteroStage, ReplicaSpec
-from search.hetero_units import Kind, Pool
+from search.hetero.types import HeteroCandidate, HeteroReplica, HeteroStage, ReplicaSpec
+from search.hetero.units import Kind, Pool
 from search.stage_model import group_costs
 from search.stages import SMALL_SPLITS, split_one_chunk, stage_evaluator
 

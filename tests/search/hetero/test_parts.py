@@ -12,13 +12,13 @@ import pytest
 
 from costmodel.specs import ParallelConfig
 from profiles.degrade import degrade
-from search.hetero import search_hetero
-from search.hetero_alloc import allocate
-from search.hetero_curve import KindCurve
-from search.hetero_price import Pricing, _share
-from search.hetero_types import HeteroRequest
-from search.hetero_units import kinds, pools
-from tests.search.hetero_cases import mixed, tiny_model
+from search.hetero.search import search_hetero
+from search.hetero.alloc import allocate
+from search.hetero.curve import KindCurve
+from search.hetero.price import Pricing, _share
+from search.hetero.types import HeteroRequest
+from search.hetero.units import kinds, pools
+from tests.search.hetero.cases import mixed, tiny_model
 
 
 def test_units_stay_in_one_node_and_take_the_slowest_speed():
@@ -118,8 +118,8 @@ def test_homogeneous_plan_prices_as_estimate_step():
     from costmodel.hetero import ClusterGroup, HeteroCluster
     from costmodel.step import estimate_step
     from costmodel.table import build_cost_table
-    from search.hetero_types import ReplicaSpec
-    from tests.search.hetero_cases import node
+    from search.hetero.types import ReplicaSpec
+    from tests.search.hetero.cases import node
 
     model, spec = tiny_model(), node("fast", 300, 4.0, 25)
     cluster = HeteroCluster(name="one", groups=(ClusterGroup(cluster=spec, gpus=8),))

@@ -17,8 +17,8 @@ import math
 from collections.abc import Sequence
 
 from costmodel.specs import ParallelConfig
-from search.hetero_price import PoolKey, Pricing, _share
-from search.hetero_units import Kind
+from search.hetero.price import PoolKey, Pricing, _share
+from search.hetero.units import Kind
 
 SCREEN_PAIRS = 3
 """Splits per recompute mode a curve prices when the search is not proving (lowest bounds first)."""

@@ -33,7 +33,7 @@ class HeteroRequest:
     that fits its GPUs)."""
     count_limit: int = 4000
     """Most replica mixes (replicas per kind) enumerated per base option; past it the search packs
-    the GPUs by rule (``search.hetero_units.packings``) and the result is no longer proven."""
+    the GPUs by rule (``search.hetero.units.packings``) and the result is no longer proven."""
 
 
 @dataclass(frozen=True)
@@ -118,11 +118,11 @@ class HeteroStats:
     evaluated: int
     """Replica mixes whose micro-batch allocation was solved."""
     pruned: int
-    """Mixes skipped because their lower bound could not beat the k-th best (``search.hetero_bound``)."""
+    """Mixes skipped because their lower bound could not beat the k-th best (``search.hetero.bound``)."""
     status: HeteroStatus
     """optimal: every base option's mixes and splits were enumerated (exact over the space)."""
     gap: float | None
-    """0 when optimal; else (best − bound) / bound with the bound of ``search.hetero_gap`` (a lower
+    """0 when optimal; else (best − bound) / bound with the bound of ``search.hetero.gap`` (a lower
     bound on every plan of the space searched); None when nothing fits."""
     wall_time_s: float
 

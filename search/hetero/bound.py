@@ -21,8 +21,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from costmodel.specs import ParallelConfig
-from search.hetero_price import PoolKey, Pricing
-from search.hetero_units import Kind, Mix
+from search.hetero.price import PoolKey, Pricing
+from search.hetero.units import Kind, Mix
 
 Line = tuple[float, float]
 """(a, b): fill-and-drain and slowest-stage time per micro-batch."""

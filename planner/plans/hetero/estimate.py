@@ -1,6 +1,6 @@
 """Pricing a heterogeneous plan and stating it as the contract's estimate (``estimate --plan``).
 
-:func:`price_replicas` re-prices a plan's replicas with ``search.hetero_price.Pricing`` (the same
+:func:`price_replicas` re-prices a plan's replicas with ``search.hetero.price.Pricing`` (the same
 arithmetic as the search, so the plan's step time is reproduced to the last bit) and
 :func:`hetero_estimate_result` turns the priced candidate into the :class:`EstimateResult` every
 command reads: the step is the slowest replica's, tokens/s the whole batch's, MFU against the
@@ -14,9 +14,9 @@ from __future__ import annotations
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig
 from planner.estimation.result import EstimateResult, RankEstimate, result_from_step
-from planner.plans.hetero_schema import HeteroInfo
-from search.hetero_price import Pricing
-from search.hetero_types import HeteroCandidate, HeteroReplica, ReplicaSpec
+from planner.plans.hetero.schema import HeteroInfo
+from search.hetero.price import Pricing
+from search.hetero.types import HeteroCandidate, HeteroReplica, ReplicaSpec
 
 BREAKDOWN_NOTE = ("heterogeneous plan: step = slowest replica; time and memory breakdowns are those of the slowest "
                   "replica's bottleneck stage's GPU type; MFU against the nominal peak of every GPU used")
@@ -33,7 +33,7 @@ def specs_of(info: HeteroInfo) -> list[ReplicaSpec]:
 
 
 def price_replicas(model: ModelSpec, cluster: HeteroCluster, base: ParallelConfig, specs: list[ReplicaSpec]) -> HeteroCandidate:
-    """The plan priced replica by replica (``search.hetero_price.Pricing.estimate``)."""
+    """The plan priced replica by replica (``search.hetero.price.Pricing.estimate``)."""
     return Pricing(model, cluster).estimate(base, specs)
 
 

@@ -60,7 +60,7 @@ class HeteroReplicaInfo(BaseModel):
 
 
 class HeteroBaselineInfo(BaseModel):
-    """A homogeneous alternative to the plan (``search.hetero_baselines``) and the plan's gain over it."""
+    """A homogeneous alternative to the plan (``search.hetero.baselines``) and the plan's gain over it."""
 
     model_config = _PLAN
     name: Literal["fastest-group", "all-as-slowest", "straggler-blind", "healthy-only"]

@@ -1,13 +1,13 @@
-"""The homogeneous alternatives of a heterogeneous plan (``search.hetero_baselines``)."""
+"""The homogeneous alternatives of a heterogeneous plan (``search.hetero.baselines``)."""
 
 from __future__ import annotations
 
 from costmodel.hetero import ClusterGroup, HeteroCluster
 from profiles.degrade import degrade
 from search.core import search_plan
-from search.hetero_baselines import healthy_local_nodes, homogeneous_baselines, straggler_blind, uniform_layout
+from search.hetero.baselines import healthy_local_nodes, homogeneous_baselines, straggler_blind, uniform_layout
 from search.types import SearchRequest
-from tests.search.hetero_cases import mixed, node, tiny_model
+from tests.search.hetero.cases import mixed, node, tiny_model
 
 BATCH, SEQ = 16, 1024
 

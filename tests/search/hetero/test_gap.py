@@ -1,4 +1,4 @@
-"""The lower bound over the whole heterogeneous space (``search.hetero_gap``): below the brute-force
+"""The lower bound over the whole heterogeneous space (``search.hetero.gap``): below the brute-force
 optimum on small mixed clusters, below every plan the search finds, and the gap the search records
 on a packed (large) cluster is that bound's, at least 0."""
 
@@ -7,13 +7,13 @@ from __future__ import annotations
 import pytest
 
 from profiles.degrade import degrade
-from search.hetero import bases, search_hetero
-from search.hetero_exhaustive import exhaustive_hetero
-from search.hetero_gap import relative_gap, space_bound
-from search.hetero_price import Pricing
-from search.hetero_types import HeteroRequest
-from tests.search.hetero_cases import mixed, tiny_model
-from tests.search.test_hetero_exhaustive import CASES
+from search.hetero.search import bases, search_hetero
+from search.hetero.exhaustive import exhaustive_hetero
+from search.hetero.gap import relative_gap, space_bound
+from search.hetero.price import Pricing
+from search.hetero.types import HeteroRequest
+from tests.search.hetero.cases import mixed, tiny_model
+from tests.search.hetero.test_exhaustive import CASES
 
 
 def _bound(model, cluster, req: HeteroRequest) -> float:
@@ -59,7 +59,7 @@ def test_an_option_whose_weights_overflow_every_gpu_is_left_out() -> None:
     from costmodel.specs import ParallelConfig
     from planner.intake.models.presets import build_preset
     from profiles import load_hetero_cluster
-    from search.hetero_gap import weights_overflow
+    from search.hetero.gap import weights_overflow
 
     model, cluster = build_preset("llama3.1-70b"), load_hetero_cluster("dgx-h100:8,dgx-a100:8")
     hbm = [g.cluster.gpu.hbm_gib for g in cluster.groups]

@@ -11,7 +11,7 @@ import pytest
 import planner
 from planner.errors import InputError
 from planner.plans.files import read_plan
-from planner.plans.hetero_checks import hetero_problems
+from planner.plans.hetero.checks import hetero_problems
 from planner.plans.named_model import plan_model
 from planner.plans.schema import Plan
 

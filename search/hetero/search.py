@@ -1,20 +1,20 @@
 """The heterogeneous search: plans for mixed GPU types, slow GPUs and lost nodes.
 
 For every base option (TP degree, pipeline depth, micro-batch, ZeRO stage) it builds the pools of
-TP units (``search.hetero_units``: TP inside one node of one group, one speed per pool), the replica
+TP units (``search.hetero.units``: TP inside one node of one group, one speed per pool), the replica
 kinds (homogeneous, or two pools in contiguous runs: one cross-group hop per replica), and the mixes
 of replicas per kind. Each mix is priced exactly: a kind's step time for m micro-batches is the
 fastest over recompute modes and stage splits, each stage priced on its own group's hardware
-(``search.hetero_price``: faster or larger-memory GPUs take more layers), and the micro-batches are
-shared unevenly by the exact min-max allocation (``search.hetero_alloc``: replicas get micro-batches
+(``search.hetero.price``: faster or larger-memory GPUs take more layers), and the micro-batches are
+shared unevenly by the exact min-max allocation (``search.hetero.alloc``: replicas get micro-batches
 in proportion to their speed). The k best plans are assembled and priced once more replica by
 replica (``Pricing.estimate``, what ``estimate --plan`` repeats).
 
 Optimal where provable: when every base option's mixes are enumerated (at most
 ``HeteroRequest.count_limit`` each) and every split is priced (``search.stages.SMALL_SPLITS``), the
-result is the optimum of the space (``search.hetero_exhaustive`` checks it); otherwise mixes are
+result is the optimum of the space (``search.hetero.exhaustive`` checks it); otherwise mixes are
 packed by rule and splits come from the stage DP's front, the status says ``feasible`` and the gap is
-proven against a lower bound over the whole space (``search.hetero_gap``).
+proven against a lower bound over the whole space (``search.hetero.gap``).
 """
 
 from __future__ import annotations
@@ -27,19 +27,19 @@ from dataclasses import dataclass
 
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig, TransformerLayer
-from search.hetero_alloc import allocate
-from search.hetero_bound import kind_line, mix_bound
-from search.hetero_curve import KindCurve
-from search.hetero_gap import relative_gap, space_bound
-from search.hetero_price import PoolKey, Pricing, pool_keys
-from search.hetero_types import (
+from search.hetero.alloc import allocate
+from search.hetero.bound import kind_line, mix_bound
+from search.hetero.curve import KindCurve
+from search.hetero.gap import relative_gap, space_bound
+from search.hetero.price import PoolKey, Pricing, pool_keys
+from search.hetero.types import (
     HeteroCandidate,
     HeteroRequest,
     HeteroResult,
     HeteroStats,
     ReplicaSpec,
 )
-from search.hetero_units import Mix, Pool, every_mix, kinds, mix_count, packings, pools
+from search.hetero.units import Mix, Pool, every_mix, kinds, mix_count, packings, pools
 from search.stages import SMALL_SPLITS
 
 SMALL_UNITS = 64
@@ -81,9 +81,9 @@ def search_hetero(model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) 
 
 
 def _bounded_mixes(pricing: Pricing, model: ModelSpec, cluster: HeteroCluster, req: HeteroRequest) -> tuple[list, bool, list]:
-    """Every mix to consider with its lower bound (``search.hetero_bound``), lowest first, whether
+    """Every mix to consider with its lower bound (``search.hetero.bound``), lowest first, whether
     the space was covered exactly (every mix enumerated, every split priced), and the base options
-    with their pools (what ``search.hetero_gap`` bounds)."""
+    with their pools (what ``search.hetero.gap`` bounds)."""
     fixed = min(g.cluster.efficiency.step_fixed_s for g in cluster.groups)
     queue, exact, options = [], True, []
     for base, pool_list, mixes, complete in bases(model, cluster, req):

@@ -1,4 +1,4 @@
-"""The gain of a heterogeneous plan over its homogeneous alternatives (``planner.plans.hetero_gain``)
+"""The gain of a heterogeneous plan over its homogeneous alternatives (``planner.plans.hetero.gain``)
 and the proven gap of a packed search, as plans record and reports show them."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import planner
 from planner.cli.plan import summary_text
 from planner.plans.files import read_plan
-from planner.plans.hetero import BOUND_NOTE
-from planner.plans.hetero_checks import hetero_problems
+from planner.plans.hetero.plan import BOUND_NOTE
+from planner.plans.hetero.checks import hetero_problems
 from planner.plans.named_model import plan_model
 from planner.plans.schema import Plan
 

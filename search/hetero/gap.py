@@ -1,6 +1,6 @@
 """A lower bound on every heterogeneous plan of the search space, for a proven optimality gap.
 
-When the GPUs are many the search packs them by rule (``search.hetero_units.packings``) and prices
+When the GPUs are many the search packs them by rule (``search.hetero.units.packings``) and prices
 only some splits, so its best plan is not proven optimal. This bound holds for every plan of the
 whole space the search draws from: every base option (TP, pipeline depth, micro-batch, ZeRO), every
 mix of replicas, every stage split, every share of the micro-batches and every recompute mode. The
@@ -9,17 +9,17 @@ the optimum of that space.
 
 The argument (a continuous relaxation: every TP unit of every pool may take any layers, for any
 micro-batch). Fix a base option (pipeline depth p); M = global batch / micro-batch is the number of
-micro-batches the replicas share (``search.hetero_alloc``: Σ_r m_r = M, each m_r ≥ 1). Replica r
+micro-batches the replicas share (``search.hetero.alloc``: Σ_r m_r = M, each m_r ≥ 1). Replica r
 runs m_r micro-batches through its p stages, each stage on one TP unit of pool e(s), no unit holding
 two stages, so R replicas use R·p ≤ U units (U_e units in pool e, U in all). With X_{r,s} the
 stage's time per micro-batch and W_r = Σ_s X_{r,s}, the replica's step is at least
 m_r·max_s X_{r,s} + W_r − max_s X_{r,s} (1F1B and GPipe, ``costmodel.pipeline``) plus the cluster's
-smallest fixed step time F (``search.hetero_bound``); as (m − 1)(max X − X_s) ≥ 0, for every stage
+smallest fixed step time F (``search.hetero.bound``); as (m − 1)(max X − X_s) ≥ 0, for every stage
 
     T − F ≥ (m_r − 1)·X_{r,s} + W_r.
 
 A stage's time is at least the sum over its layers l of t_e(l), the layer's time on its pool's own
-hardware with no recomputation (``Pricing.layer_times``; ``search.hetero_bound`` rests on the same
+hardware with no recomputation (``Pricing.layer_times``; ``search.hetero.bound`` rests on the same
 fact). Take weights y_e ≥ 0 with Σ_e U_e·y_e = 1, and let c = Σ_l min_e y_e t_e(l) and
 w = Σ_l min_e t_e(l). Weighting each stage's inequality by y_{e(s)} and summing over the R·p stages
 in use (their weights sum to S ≤ min(1, R·p·max_e y_e)): every replica passes every layer once per
@@ -50,8 +50,8 @@ import numpy as np
 
 from costmodel.params import layer_params
 from costmodel.specs import HeadLayer, ModelSpec, ParallelConfig
-from search.hetero_price import Pricing, pool_keys
-from search.hetero_units import Pool
+from search.hetero.price import Pricing, pool_keys
+from search.hetero.units import Pool
 
 
 def base_bound(pricing: Pricing, base: ParallelConfig, pool_list: Sequence[Pool], fixed_s: float) -> float:

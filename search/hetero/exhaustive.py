@@ -1,4 +1,4 @@
-"""Brute force over the heterogeneous space, to check ``search.hetero`` on small clusters.
+"""Brute force over the heterogeneous space, to check ``search.hetero.search`` on small clusters.
 
 Written apart from the search's shortcuts: it prices every replica mix, every way of sharing the
 micro-batches among the replicas (up to the order of equal replicas), every stage split and every
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig
-from search.hetero import bases
-from search.hetero_price import Pricing, _share, pool_keys
-from search.hetero_types import HeteroRequest
-from search.hetero_units import Mix, every_mix
+from search.hetero.search import bases
+from search.hetero.price import Pricing, _share, pool_keys
+from search.hetero.types import HeteroRequest
+from search.hetero.units import Mix, every_mix
 
 
 @dataclass(frozen=True)

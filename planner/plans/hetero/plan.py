@@ -2,10 +2,10 @@
 
 A cluster argument names groups (``dgx-h100:16,dgx-a100:32`` or a groups JSON file) or comes with
 ``--slow`` / ``--down``: :func:`resolve_hetero` loads it (``profiles.groups``, ``profiles.degrade``).
-With ``target`` native the plan comes from ``search.hetero.search_hetero`` and records every
-replica's and stage's GPU group, speed, share and gradient weight (``planner.plans.hetero_schema``).
+With ``target`` native the plan comes from ``search.hetero.search.search_hetero`` and records every
+replica's and stage's GPU group, speed, share and gradient weight (``planner.plans.hetero.schema``).
 Megatron-LM, torchtitan and DeepSpeed cannot run uneven shares or per-stage GPU types, so for them
-``planner.plans.hetero_uniform`` plans uniformly on the healthy GPUs of one type.
+``planner.plans.hetero.uniform`` plans uniformly on the healthy GPUs of one type.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
-from planner.plans.hetero_estimate import hetero_estimate_result
-from planner.plans.hetero_schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
+from planner.plans.hetero.estimate import hetero_estimate_result
+from planner.plans.hetero.schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
 from planner.plans.schema import (
     SCHEMA_VERSION,
     Alternative,
@@ -30,7 +30,7 @@ from planner.plans.schema import (
     SearchInfo,
     Stage,
 )
-from search.hetero_types import (
+from search.hetero.types import (
     HeteroCandidate,
     HeteroReplica,
     HeteroRequest,
@@ -40,7 +40,7 @@ from search.hetero_types import (
 SOLVER = "hetero-enumeration"
 """The plan's ``search.solver`` for heterogeneous plans (mixes enumerated, shares by exact min-max)."""
 BOUND_NOTE = ("search packed the GPUs by rule (too many replica mixes to enumerate): optimality_gap is proven against a lower "
-              "bound over every mix, split and share of the space (search.hetero_gap: a continuous relaxation at each pool's "
+              "bound over every mix, split and share of the space (search.hetero.gap: a continuous relaxation at each pool's "
               "layer times; it leaves out gradient sync, optimizer time and activation memory, so the gap overstates the distance "
               "to the optimum)")
 
@@ -108,8 +108,8 @@ def hetero_request(global_batch: int, seq_len: int, top_k: int, constraints: dic
 def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: int, global_batch: int, seq_len: int,
                 top_k: int, timing: bool, trace: bool, constraints: dict[str, Any], time_limit_s: float | None = None) -> Plan:
     """The heterogeneous search's best plan as a :class:`Plan` (native target), with its gain over the
-    homogeneous alternatives (``planner.plans.hetero_gain``; ``time_limit_s`` bounds their searches)."""
-    from search.hetero import search_hetero
+    homogeneous alternatives (``planner.plans.hetero.gain``; ``time_limit_s`` bounds their searches)."""
+    from search.hetero.search import search_hetero
 
     req = hetero_request(global_batch, seq_len, top_k, constraints)
     result = search_hetero(model, cluster, req)
@@ -118,7 +118,7 @@ def plan_hetero(model_arg: Any, model: ModelSpec, cluster: HeteroCluster, gpus: 
                                   "(try more GPUs, a smaller --global-batch or --seq-len)", None)
     fixed = {k: (int(v), int(v)) for k, v in constraints.items() if k in ("tp", "pp", "micro_batch", "zero") and v is not None}
     plan = build_hetero_plan(model_arg, model, cluster, gpus, seq_len, top_k, result, timing, trace, fixed)
-    from planner.plans.hetero_gain import baseline_infos
+    from planner.plans.hetero.gain import baseline_infos
 
     baselines = baseline_infos(model, cluster, global_batch, seq_len, plan.estimate.step_time_s, time_limit_s, fixed)
     assert plan.hetero is not None
@@ -207,7 +207,7 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
     model = resolve_model_arg(kwargs["model"], kwargs["trace"])
     check_target_model(kwargs["target"], model)
     if kwargs["target"] != "native":
-        from planner.plans.hetero_uniform import plan_uniform
+        from planner.plans.hetero.uniform import plan_uniform
 
         rest = {k: v for k, v in kwargs.items() if k not in ("cluster", "gpus", "target", "memory_headroom_gib")}
         return plan_uniform(cluster, kwargs["target"], homogeneous, **rest)
@@ -215,7 +215,7 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
         raise InputError("--precision fp8 and --compile / --no-compile are not planned on a heterogeneous cluster yet (drop them)")
     built = plan_hetero(kwargs["model"], model, cluster, kwargs["gpus"], kwargs["global_batch"], kwargs["seq_len"], kwargs["top_k"],
                         kwargs["timing"], kwargs["trace"], {k: kwargs[k] for k in _CONSTRAINTS}, kwargs["time_limit_s"])
-    from planner.plans.hetero_checks import hetero_problems
+    from planner.plans.hetero.checks import hetero_problems
 
     problems = hetero_problems(built, model)
     if problems:

@@ -1,5 +1,5 @@
 """Proof of the heterogeneous search on small mixed clusters (at most 16 GPUs of two types): its best
-step time equals the brute-force optimum of ``search.hetero_exhaustive`` under the same cost model,
+step time equals the brute-force optimum of ``search.hetero.exhaustive`` under the same cost model,
 and its plan, priced again replica by replica, gives the same step."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from profiles.degrade import degrade
-from search.hetero import search_hetero
-from search.hetero_exhaustive import exhaustive_hetero
-from search.hetero_types import HeteroRequest
-from tests.search.hetero_cases import mixed, tiny_model
+from search.hetero.search import search_hetero
+from search.hetero.exhaustive import exhaustive_hetero
+from search.hetero.types import HeteroRequest
+from tests.search.hetero.cases import mixed, tiny_model
 
 REL = 1e-9
 CASES = [

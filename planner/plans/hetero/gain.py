@@ -1,6 +1,6 @@
 """The gain of a heterogeneous plan over its homogeneous alternatives, as the plan records it.
 
-The alternatives are planned at plan time by ``search.hetero_baselines`` (the fastest group alone,
+The alternatives are planned at plan time by ``search.hetero.baselines`` (the fastest group alone,
 every GPU as the slowest type, and on a degraded cluster the straggler-blind uniform plan and the
 healthy nodes alone); each becomes a :class:`HeteroBaselineInfo` with its step and the plan's speedup
 (its step / the plan's). They are facts beside the plan: ``estimate --plan`` re-prices the replicas
@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
-from planner.plans.hetero_schema import HeteroBaselineInfo
-from search.hetero_baselines import BASELINE_TIME_LIMIT_S, homogeneous_baselines
+from planner.plans.hetero.schema import HeteroBaselineInfo
+from search.hetero.baselines import BASELINE_TIME_LIMIT_S, homogeneous_baselines
 from search.types import Constraints
 
 SPEEDUP_DIGITS = 6

@@ -5,7 +5,7 @@ best homogeneous alternatives"), each planned by the homogeneous search (``searc
   and every GPU that is up planned as if it were the slowest type (whole nodes of it).
 - Slow GPUs or lost nodes on one group: the straggler-blind plan (the best uniform plan of the
   GPUs that are up, as a planner that ignores speeds finds it, laid out replica after replica in GPU
-  order with equal shares and priced on the degraded cluster by ``search.hetero_price.Pricing``, so
+  order with equal shares and priced on the degraded cluster by ``search.hetero.price.Pricing``, so
   every replica waits for its slowest GPU), and the same search on the healthy nodes only.
 
 Every search takes the constraints the heterogeneous plan was given (a fixed TP degree, pipeline
@@ -21,8 +21,8 @@ from dataclasses import dataclass, replace
 
 from costmodel.hetero import ClusterGroup, HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig
-from search.hetero_price import Pricing
-from search.hetero_types import ReplicaSpec
+from search.hetero.price import Pricing
+from search.hetero.types import ReplicaSpec
 from search.types import Constraints, SearchRequest
 
 BASELINE_TIME_LIMIT_S = 2.0

@@ -12,7 +12,7 @@
   the search) fits that GPU's capacity and equals the stored figure;
 - the target is native (no engine export runs uneven shares or per-stage GPU types);
 - the stored estimate is the re-pricing of the replicas (what ``estimate --plan`` prints);
-- each homogeneous baseline's speedup is its step over the plan's (``planner.plans.hetero_gain``).
+- each homogeneous baseline's speedup is its step over the plan's (``planner.plans.hetero.gain``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from costmodel.hetero import HeteroCluster, gradient_weights
 from costmodel.specs import ModelSpec, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
-from planner.plans.hetero_schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
+from planner.plans.hetero.schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
 from planner.plans.schema import Plan
 
 REL_TOL = 1e-9
@@ -48,7 +48,7 @@ def hetero_problems(plan: Plan, model: ModelSpec) -> list[str]:
 
 def _baselines(plan: Plan, info: HeteroInfo) -> list[str]:
     """Each recorded speedup is the baseline's step over the plan's (None exactly when no step)."""
-    from planner.plans.hetero_gain import speedup
+    from planner.plans.hetero.gain import speedup
 
     return [f"baseline {b.name}: speedup {b.speedup} is not its step over the plan's ({speedup(b.step_time_s, plan.estimate.step_time_s)})"
             for b in info.baselines or [] if b.speedup != speedup(b.step_time_s, plan.estimate.step_time_s)]
@@ -141,7 +141,7 @@ def _memory(plan: Plan, info: HeteroInfo, model: ModelSpec) -> list[str]:
 
 def _estimate(plan: Plan, info: HeteroInfo, model: ModelSpec) -> list[str]:
     """The stored step time is the re-pricing of the replicas."""
-    from planner.plans.hetero_estimate import price_replicas, specs_of
+    from planner.plans.hetero.estimate import price_replicas, specs_of
 
     cand = price_replicas(model, info.cluster, plan.config, specs_of(info))
     if not math.isclose(cand.step_time_s, plan.estimate.step_time_s, rel_tol=REL_TOL):
