@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import ModelSpec, TransformerLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, chunks, comment, describe, uniform_recompute
+from planner.plans.engines.common import Chunk, UnsupportedPlanError, block_layers, chunks, comment, describe, uniform_recompute
 from planner.plans.schema import Plan
 
 TARGET = "deepspeed"

@@ -33,7 +33,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, check_decoder, chunks, comment, describe, uniform_recompute
+from planner.plans.engines.common import Chunk, UnsupportedPlanError, check_decoder, chunks, comment, describe, uniform_recompute
 from planner.plans.schema import Plan
 
 TARGET = "torchtitan"

@@ -7,13 +7,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Union
 
 from planner.errors import InputError
-from planner.outputs.export.common import TARGETS, UnsupportedPlanError
+from planner.plans.engines.common import TARGETS, UnsupportedPlanError
 
 if TYPE_CHECKING:
     from costmodel.specs import ModelSpec
-    from planner.outputs.export.deepspeed import DeepSpeedExport
-    from planner.outputs.export.megatron import MegatronExport
-    from planner.outputs.export.torchtitan import TorchtitanExport
+    from planner.plans.engines.deepspeed import DeepSpeedExport
+    from planner.plans.engines.megatron import MegatronExport
+    from planner.plans.engines.torchtitan import TorchtitanExport
     from planner.plans.schema import Plan
 
     Export = Union[MegatronExport, TorchtitanExport, DeepSpeedExport]
@@ -24,11 +24,11 @@ def check_model_for(target: str, model: ModelSpec) -> None:
     (Megatron-LM's ``pretrain_gpt.py`` and torchtitan's decoder: embedding, causal decoder blocks,
     final norm, output head); :class:`UnsupportedPlanError` names the layer."""
     if target == "megatron":
-        from planner.outputs.export.megatron import check_model
+        from planner.plans.engines.megatron import check_model
 
         check_model(model)
     elif target == "torchtitan":
-        from planner.outputs.export.common import check_decoder
+        from planner.plans.engines.common import check_decoder
 
         check_decoder(model, target, "torchtitan's decoder")
 
@@ -40,14 +40,14 @@ def engine_export(plan: Plan, target: str, model: ModelSpec) -> Export:
     if plan.hetero is not None:  # issue 22: no engine runs uneven shares or per-stage GPU types
         raise UnsupportedPlanError(target, "hetero.replicas", hetero_refusal(plan, target))
     if target == "megatron":
-        from planner.outputs.export.megatron import megatron_export
+        from planner.plans.engines.megatron import megatron_export
 
         return megatron_export(plan, model)
     if target == "torchtitan":
-        from planner.outputs.export.torchtitan import torchtitan_export
+        from planner.plans.engines.torchtitan import torchtitan_export
 
         return torchtitan_export(plan, model)
-    from planner.outputs.export.deepspeed import deepspeed_export
+    from planner.plans.engines.deepspeed import deepspeed_export
 
     return deepspeed_export(plan, model)
 

@@ -18,7 +18,7 @@ import shlex
 from pydantic import BaseModel, ConfigDict
 
 from costmodel.specs import EmbeddingLayer, ModelSpec, TransformerLayer
-from planner.outputs.export.common import Chunk, UnsupportedPlanError, block_layers, check_decoder, chunks, comment, describe
+from planner.plans.engines.common import Chunk, UnsupportedPlanError, block_layers, check_decoder, chunks, comment, describe
 from planner.plans.schema import Plan
 
 TARGET = "megatron"
