@@ -97,7 +97,7 @@ def planned_specs(plan: Plan) -> list[ReplicaSpec]:
     """The old plan's replicas: its ``hetero`` section, or a uniform plan's ranks in Megatron order
     (tp fastest, then dp, then pp: rank = t + tp (d + dp p))."""
     if plan.hetero is not None:
-        from planner.plans.hetero.estimate import specs_of
+        from planner.plans.hetero.specs import specs_of
 
         return specs_of(plan.hetero)
     m, cfg = plan.mesh, plan.config
@@ -113,7 +113,7 @@ def planned_specs(plan: Plan) -> list[ReplicaSpec]:
 def replan(plan: Plan, model: ModelSpec, record: RunRecord) -> Replanned:
     """The plan for the cluster as it really ran (see the module docstring)."""
     from planner.plans.hetero.plan import plan_hetero
-    from planner.plans.hetero.estimate import price_replicas
+    from planner.estimation.hetero_result import price_replicas
 
     _check_match(plan, record)
     speeds = infer_speeds(record)

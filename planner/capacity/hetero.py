@@ -26,7 +26,7 @@ FIXED_ONLY = ("tp", "pp", "micro_batch", "zero")
 
 def is_mixed_arg(text: str) -> bool:
     """Whether a sweep's ``--cluster`` names GPU groups: every comma part ``C:N``, or a groups JSON file."""
-    from planner.plans.hetero.plan import names_groups
+    from planner.intake.groups import names_groups
 
     parts = [p.strip() for p in text.split(",")]
     counted = [p.rpartition(":")[2].isdigit() and bool(p.rpartition(":")[0]) for p in parts]
@@ -39,7 +39,7 @@ def is_mixed_arg(text: str) -> bool:
 def hetero_specs(clusters: tuple[str, ...], gpus: tuple[int, ...], slow: Any, down: Any) -> dict[str, Any]:
     """Each cluster's point spec (its first group's ``ClusterSpec``), after checking that every
     (cluster, GPU count) resolves with ``slow`` / ``down`` applied; an InputError (one line) otherwise."""
-    from planner.plans.hetero.plan import resolve_hetero
+    from planner.intake.groups import resolve_hetero
 
     specs = {}
     for name in clusters:

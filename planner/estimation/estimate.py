@@ -15,7 +15,7 @@ from planner.errors import InputError
 from planner.estimation.knobs import knob_settings
 from planner.estimation.result import EstimateResult, estimate_config
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 
 
 def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: Any) -> tuple[ParallelConfig, list[str]]:
@@ -56,7 +56,7 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
 
 
 def _names_groups(cluster: Any) -> bool:
-    from planner.plans.hetero.plan import names_groups
+    from planner.intake.groups import names_groups
 
     return names_groups(cluster)
 
@@ -130,7 +130,7 @@ def estimate(
     if problems:
         raise InputError(*problems)
     if slow is not None or down is not None or _names_groups(cluster):
-        from planner.plans.hetero.plan import resolve_hetero
+        from planner.intake.groups import resolve_hetero
 
         hetero = resolve_hetero(cluster, gpus, slow, down)
         if hetero.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster

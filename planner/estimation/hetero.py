@@ -44,8 +44,8 @@ def estimate_on_groups(model_spec: ModelSpec, cluster: HeteroCluster, *, global_
                        stage_layers: tuple[int, ...] | None, others: dict[str, Any]) -> EstimateResult:
     """The module's estimate; ``others`` holds the settings the heterogeneous pricing does not take
     (each must be unset or its default)."""
-    from planner.plans.config_checks import parallel_problems
-    from planner.plans.hetero.estimate import hetero_estimate_result, price_replicas
+    from planner.estimation.config_checks import parallel_problems
+    from planner.estimation.hetero_result import hetero_estimate_result, price_replicas
     from search.hetero.baselines import uniform_layout
 
     _refuse(others)

@@ -48,7 +48,8 @@ def estimate_plan(path: str | Path, retrace: bool = False) -> EstimateResult:
     after checking the plan as :func:`load_plan` does."""
     plan, model = load_plan_and_model(path, retrace)
     if plan.hetero is not None:  # priced replica by replica, as the search did
-        from planner.plans.hetero.estimate import hetero_estimate_result, price_replicas, specs_of
+        from planner.estimation.hetero_result import hetero_estimate_result, price_replicas
+        from planner.plans.hetero.specs import specs_of
 
         cand = price_replicas(model, plan.hetero.cluster, plan.config, specs_of(plan.hetero))
         return hetero_estimate_result(model, plan.hetero.cluster, cand, list(plan.estimate.assumptions))

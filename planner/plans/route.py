@@ -19,7 +19,8 @@ def plan(*, slow: Any = None, down: Any = None, **kwargs: Any) -> Plan:
     ``NoFeasiblePlanError`` when nothing fits."""
     from planner.plans.build import _check_request, engine_option_problems
     from planner.plans.build import plan as homogeneous
-    from planner.plans.hetero.plan import names_groups, plan_on_groups
+    from planner.intake.groups import names_groups
+    from planner.plans.hetero.plan import plan_on_groups
 
     if slow is None and down is None and not names_groups(kwargs.get("cluster")):
         return homogeneous(**kwargs)

@@ -141,7 +141,8 @@ def _memory(plan: Plan, info: HeteroInfo, model: ModelSpec) -> list[str]:
 
 def _estimate(plan: Plan, info: HeteroInfo, model: ModelSpec) -> list[str]:
     """The stored step time is the re-pricing of the replicas."""
-    from planner.plans.hetero.estimate import price_replicas, specs_of
+    from planner.estimation.hetero_result import price_replicas
+    from planner.plans.hetero.specs import specs_of
 
     cand = price_replicas(model, info.cluster, plan.config, specs_of(info))
     if not math.isclose(cand.step_time_s, plan.estimate.step_time_s, rel_tol=REL_TOL):

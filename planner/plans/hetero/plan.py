@@ -1,7 +1,7 @@
 """``planner.plan`` on a mixed or degraded cluster: route to the heterogeneous search, build the plan.
 
 A cluster argument names groups (``dgx-h100:16,dgx-a100:32`` or a groups JSON file) or comes with
-``--slow`` / ``--down``: :func:`resolve_hetero` loads it (``profiles.groups``, ``profiles.degrade``).
+``--slow`` / ``--down``: ``planner.intake.groups.resolve_hetero`` loads it (``profiles.groups``, ``profiles.degrade``).
 With ``target`` native the plan comes from ``search.hetero.search.search_hetero`` and records every
 replica's and stage's GPU group, speed, share and gradient weight (``planner.plans.hetero.schema``).
 Megatron-LM, torchtitan and DeepSpeed cannot run uneven shares or per-stage GPU types, so for them
@@ -10,15 +10,13 @@ Megatron-LM, torchtitan and DeepSpeed cannot run uneven shares or per-stage GPU 
 
 from __future__ import annotations
 
-import json
-import os
-from pathlib import Path
 from typing import Any
 
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
-from planner.plans.hetero.estimate import hetero_estimate_result
+from planner.estimation.hetero_result import hetero_estimate_result
+from planner.intake.groups import resolve_hetero
 from planner.plans.hetero.schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
 from planner.plans.schema import (
     SCHEMA_VERSION,
@@ -43,49 +41,6 @@ BOUND_NOTE = ("search packed the GPUs by rule (too many replica mixes to enumera
               "bound over every mix, split and share of the space (search.hetero.gap: a continuous relaxation at each pool's "
               "layer times; it leaves out gradient sync, optimizer time and activation memory, so the gap overstates the distance "
               "to the optimum)")
-
-
-def names_groups(cluster: Any) -> bool:
-    """Whether a cluster argument names groups: ``C:N[,C:N]`` or a JSON file with ``groups``."""
-    from profiles import is_group_spec
-
-    if not isinstance(cluster, (str, os.PathLike)):
-        return False
-    if isinstance(cluster, str) and is_group_spec(cluster):
-        return True
-    path = Path(os.fspath(cluster))
-    if path.suffix.lower() != ".json" or not path.is_file():
-        return False
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and "groups" in data
-
-
-def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
-    """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
-    from costmodel.hetero import ClusterGroup
-    from costmodel.specs import ClusterSpec
-    from profiles import degrade, load_hetero_cluster
-
-    try:
-        if isinstance(cluster, ClusterSpec):  # the API's cluster object: one group of ``gpus`` GPUs
-            if not isinstance(gpus, int) or gpus <= 0 or gpus % cluster.gpus_per_node:
-                raise InputError(f"{gpus} GPUs is not a whole number of {cluster.gpus_per_node}-GPU nodes of {cluster.name}")
-            loaded = HeteroCluster(name=cluster.name, groups=(ClusterGroup(cluster=cluster, gpus=gpus),))
-        elif isinstance(cluster, (str, os.PathLike)):
-            loaded = load_hetero_cluster(cluster, gpus)
-        else:
-            raise InputError(f"cluster must be a preset name, a JSON file, GPU groups or a ClusterSpec, not {type(cluster).__name__}")
-        hetero = degrade(loaded, slow, down)
-    except ValueError as err:  # profiles.ProfileError, pydantic's checks
-        raise InputError(str(err).splitlines()[0]) from None
-    if not headroom_gib:
-        return hetero
-    groups = tuple(g.model_copy(update={"cluster": g.cluster.model_copy(
-        update={"runtime_overhead_gib": g.cluster.runtime_overhead_gib + headroom_gib})}) for g in hetero.groups)
-    return hetero.model_copy(update={"groups": groups})
 
 
 def hetero_request(global_batch: int, seq_len: int, top_k: int, constraints: dict[str, Any]) -> HeteroRequest:

@@ -1,5 +1,9 @@
 """Pricing a heterogeneous plan and stating it as the contract's estimate (``estimate --plan``).
 
+It sits in ``planner.estimation`` (below ``planner.plans``): both the plan builder and the estimate of a
+uniform configuration on a mixed cluster (``planner.estimation.hetero``) price through it; the plan's
+``hetero`` section is read into specs by ``planner.plans.hetero.specs``.
+
 :func:`price_replicas` re-prices a plan's replicas with ``search.hetero.price.Pricing`` (the same
 arithmetic as the search, so the plan's step time is reproduced to the last bit) and
 :func:`hetero_estimate_result` turns the priced candidate into the :class:`EstimateResult` every
@@ -14,22 +18,11 @@ from __future__ import annotations
 from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec, ParallelConfig
 from planner.estimation.result import EstimateResult, RankEstimate, result_from_step
-from planner.plans.hetero.schema import HeteroInfo
 from search.hetero.price import Pricing
 from search.hetero.types import HeteroCandidate, HeteroReplica, ReplicaSpec
 
 BREAKDOWN_NOTE = ("heterogeneous plan: step = slowest replica; time and memory breakdowns are those of the slowest "
                   "replica's bottleneck stage's GPU type; MFU against the nominal peak of every GPU used")
-
-
-def specs_of(info: HeteroInfo) -> list[ReplicaSpec]:
-    """The replicas a plan's ``hetero`` section states, as the search's specs."""
-    out = []
-    for r in info.replicas:
-        sizes = tuple(len(s.layers) for s in r.stages)
-        out.append(ReplicaSpec(tuple(tuple(s.devices) for s in r.stages), sizes if len(sizes) > 1 else None,
-                               r.micro_batches, r.recompute))
-    return out
 
 
 def price_replicas(model: ModelSpec, cluster: HeteroCluster, base: ParallelConfig, specs: list[ReplicaSpec]) -> HeteroCandidate:

@@ -1,4 +1,4 @@
-"""Each rule of ``planner.plans.config_checks.parallel_problems``, on small hand-built models."""
+"""Each rule of ``planner.estimation.config_checks.parallel_problems``, on small hand-built models."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from costmodel.specs import (
     ParallelConfig,
     TransformerLayer,
 )
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 
 
 def _model(layers: int = 8, heads: int = 16, kv_heads: int = 16, experts: int = 0) -> ModelSpec:
