@@ -22,6 +22,7 @@ from costmodel.model_spec import (
     LayerEdge,
     ModelSpec,
     NormLayer,
+    TpMode,
     TransformerLayer,
 )
 from costmodel.parallel import ParallelConfig
@@ -29,4 +30,4 @@ from costmodel.spec_types import AttentionImpl, Engine, FfnAct, NormKind, Precis
 
 __all__ = ["AttentionImpl", "ClusterSpec", "EfficiencySpec", "EmbeddingLayer", "Engine", "FfnAct", "GPUSpec", "GenericLayer",
            "HeadLayer", "Layer", "LayerEdge", "ModelSpec", "NormKind", "NormLayer", "ParallelConfig", "Precision", "Recompute",
-           "Schedule", "TransformerLayer"]
+           "Schedule", "TpMode", "TransformerLayer"]

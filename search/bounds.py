@@ -57,14 +57,14 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from costmodel.memory import GIB, model_state_bytes
+from costmodel.memory import GIB
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
-from costmodel.step import FSDP2_STATE_BYTES, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
+from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
 from costmodel.table import CostTable
 from search.exposure import first_rank_floor_s
-from search.pressure import pressure_floor_s
+from search.pressure import block_state_bytes, pressure_floor_s
 from search.types import SearchRequest
 
 
@@ -142,8 +142,8 @@ def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pre
     else:
         core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
-    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
-    return core + v.total_s / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    extras = _optimizer_floor(table, cfg, v) + _accumulation_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
+    return core + max(v.total_s, slowest) / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
 QUICK_MARGIN = 1e-12
@@ -295,6 +295,17 @@ def _optimizer_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> floa
     return _optimizer_time(table, cfg, SimpleNamespace(params=v.params / cfg.pp, expert_params=v.expert_params / cfg.pp))
 
 
+def accumulation_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """Term 6: adding each micro-batch's gradients into the accumulated ones, for a rank holding the
+    mean parameters (``costmodel.step._accumulation_time`` is linear in them and the step pays the
+    largest rank's)."""
+    return _accumulation_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
+
+
+def _accumulation_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+    return _accumulation_time(table, cfg, SimpleNamespace(params=v.params / cfg.pp, expert_params=v.expert_params / cfg.pp))
+
+
 def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """Term 5: the mean over pipeline ranks of the exposed gradient reduction and parameter gather."""
     return _dp_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
@@ -356,15 +367,13 @@ def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tu
 def memory_bound_gib(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
     at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
-    activations stored under full recomputation, for at least one micro-batch. The state sizes are
-    the engine's (FSDP2 keeps fp32 sharded parameters: ``costmodel.step.rank_memory``)."""
+    activations stored under full recomputation, for at least one micro-batch, with the allocator's
+    slack on them (``costmodel.step.FRAGMENTATION``). The state sizes are the engine's
+    (:func:`search.pressure.block_state_bytes`: FSDP2's fp32 shards and gathered bf16 copy, whole
+    gradients under pipelining; linear in the parameters, so some rank holds at least 1/p)."""
     params, expert, act = _memory_sums(table, cfg, memo)
-    fsdp2 = _terms(table, cfg).fp32_sharded_params  # type: ignore[arg-type]
-    sizes = FSDP2_STATE_BYTES if fsdp2 else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    shard = cfg.dp * cfg.cp
-    states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))
-    states += sum(model_state_bytes(expert, max(1, shard // cfg.ep), cfg.zero, *sizes))
-    return (states + act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib
+    states = block_state_bytes(table, cfg, params, expert)
+    return (states + (1 + FRAGMENTATION) * act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib
 
 
 def compute_floor_s(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> float:

@@ -17,7 +17,7 @@ bytes as the option shards them (``model_state_bytes``), f_r the micro-batches t
 peak (``costmodel.memory.in_flight_microbatches``), 1.05 the allocator slack on activations and
 transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, the
 pinned layers' states and f_r times their least activations, and 1.05 times the largest least
-transient of the rank's layers; its time is k·t(q) plus the pinned layers' least time c_r. Each
+transient of the rank's layers (P as the engine holds the states: :func:`block_state_bytes`); its time is k·t(q) plus the pinned layers' least time c_r. Each
 pinned layer takes its cheapest mode for time and for memory separately (a relaxation). The least M
 such that ranks of time at most M can hold all n blocks is a
 floor on the slowest rank of every fitting configuration:
@@ -38,9 +38,12 @@ from __future__ import annotations
 
 import math
 
-from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
+from types import SimpleNamespace
+
+from costmodel.memory import GIB, in_flight_microbatches
+from costmodel.rank_memory import _state_bytes
 from costmodel.specs import ParallelConfig
-from costmodel.step import FRAGMENTATION, FSDP2_STATE_BYTES, _terms, local_config, view_key
+from costmodel.step import FRAGMENTATION, _terms, local_config, view_key
 from costmodel.table import CostTable
 
 BISECTIONS = 24
@@ -120,16 +123,22 @@ def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None)
     times = [c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs]
     acts = [c.act_bytes for c in costs]
     works = [c.work_bytes for c in costs]
-    sizes = FSDP2_STATE_BYTES if _terms(table, cfg).fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    base = costs[0]
-    shard = cfg.dp * cfg.cp
-    dense = model_state_bytes(base.params - base.expert_params, shard, cfg.zero, *sizes)
-    expert = model_state_bytes(base.expert_params, max(1, shard // cfg.ep), cfg.zero, *sizes)
-    state = dense[0] + dense[1] + expert[0] + expert[1] + (0.0 if cfg.offload_optimizer else dense[2] + expert[2])
+    state = block_state_bytes(table, cfg, costs[0].params, costs[0].expert_params)
     out = (times, acts, works, state)
     if memo is not None:
         memo[key] = out
     return out
+
+
+def block_state_bytes(table: CostTable, cfg: ParallelConfig, params: float, expert_params: float) -> float:
+    """Parameter, gradient and optimizer bytes of ``params`` (``expert_params`` of them experts) as the
+    option's engine holds them (``costmodel.rank_memory._state_bytes``: ZeRO run as FSDP2, whole
+    gradients under pipelining, fp32 shards), without offloaded optimizer states. Linear in the
+    parameters, so a rank's states are the sum over its layers. A rank's peak counts every one of
+    them, also where the engine frees gradients each step (``costmodel.rank_memory.rank_parts``: the
+    freed gradients stay reserved as ``allocator_cache``)."""
+    d, e = _state_bytes(cfg, SimpleNamespace(params=params, expert_params=expert_params), _terms(table, cfg))  # type: ignore[arg-type]
+    return d[0] + d[1] + e[0] + e[1] + (0.0 if cfg.offload_optimizer else d[2] + e[2])
 
 
 def _most_blocks(points: list[tuple[float, float]], limit_s: float, room: float) -> float:
