@@ -15,8 +15,8 @@ and q, with k a whole number) fits only if k·(P + 1.05·f_r·a(q)) ≤ μ_r, th
 ``costmodel.step.rank_memory`` being non-negative: P the block's parameter, gradient and optimizer
 bytes as the option shards them (``model_state_bytes``), f_r the micro-batches the rank holds at its
 peak (``costmodel.memory.in_flight_microbatches``), 1.05 the allocator slack on activations and
-transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, the
-pinned layers' states and f_r times their least activations, and 1.05 times the largest least
+transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, what the rank holds in
+every split beside its layers (:func:`rank_extra_bytes`), the pinned layers' states and f_r times their least activations, and 1.05 times the largest least
 transient of the rank's layers (P as the engine holds the states: :func:`block_state_bytes`); its time is k·t(q) plus the pinned layers' least time c_r. Each
 pinned layer takes its cheapest mode for time and for memory separately (a relaxation). The least M
 such that ranks of time at most M can hold all n blocks is a
@@ -40,8 +40,8 @@ import math
 
 from types import SimpleNamespace
 
-from costmodel.memory import GIB, in_flight_microbatches
-from costmodel.rank_memory import _state_bytes
+from costmodel.memory import GIB, in_flight_microbatches, stranded_logit_bytes
+from costmodel.rank_memory import _state_bytes, _tp_embedding_grad_bytes
 from costmodel.specs import ParallelConfig
 from costmodel.step import FRAGMENTATION, _terms, local_config, view_key
 from costmodel.table import CostTable
@@ -65,7 +65,7 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     for rank in range(cfg.pp):
         f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
         f = min(f, 1.0) if cfg.offload_activations else f
-        fixed_s, fixed_bytes, pinned_work = 0.0, 0.0, 0.0
+        fixed_s, fixed_bytes, pinned_work = 0.0, rank_extra_bytes(table, cfg, rank, f), 0.0
         for layer in _pinned(table, cfg.pp, rank, main):
             l_times, l_acts, l_works, l_state = _block(table, cfg, int(table.layer_group[layer]), memo)
             fixed_s += min(l_times)
@@ -127,6 +127,22 @@ def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None)
     out = (times, acts, works, state)
     if memo is not None:
         memo[key] = out
+    return out
+
+
+def rank_extra_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: float, held_grad: bool = False) -> float:
+    """Bytes pipeline rank ``rank`` holds at its peak in every split, beside its layers
+    (``costmodel.rank_memory.rank_parts``): the allocator's stranded logits block at an eager loss
+    (``costmodel.memory.stranded_logit_bytes``, the rank holding the head), and the full-vocabulary
+    embedding gradient under TP (``_tp_embedding_grad_bytes``, rank 0) where the peak phase holds the
+    gradients (an engine that keeps them, or a rank that runs more micro-batches than it holds), or
+    always with ``held_grad`` (the stage search's budget, which steers and need not be a floor: the
+    other peak phase holds them beside one micro-batch fewer)."""
+    terms = _terms(table, cfg)
+    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
+    out = stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0
+    if held_grad or not terms.grads_freed_each_step or cfg.num_microbatches > (1 if cfg.pp == 1 else flight):
+        out += _tp_embedding_grad_bytes(table, cfg, terms, rank)[0]
     return out
 
 
