@@ -14,7 +14,9 @@ Fewer blocks on rank 0 lower E_0 but load the other pp − 1 ranks, whose slowes
 their mean, M_k = max(M₀, ((n − k)·t_block + t_last)/(pp − 1)), with M₀ the floor of term 1. For
 every k the step is at least (m − 1/d)·M + max(D(M), E_0(k)) at any M ≥ M_k, D being term 5 at M,
 and that grows with M (``search.bounds`` term 5's slope condition), so it is at least its value at
-M_k; the floor is the least of these over k = 0..n. Each is at least (m − 1/d)·M₀ + D(M₀), terms 1
+M_k; the floor is the least of these over k = k₀..n. Under interleaving rank 0 runs vpp non-empty
+chunks (0, pp, 2·pp, ...), so it holds at least k₀ = vpp − 1 − (other layers between the first
+and the last) blocks beside the first layer. Each is at least (m − 1/d)·M₀ + D(M₀), terms 1
 and 5 as before, so it never lowers the bound.
 """
 
@@ -44,8 +46,12 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
     fixed = cost[groups[0]] if groups[0] != main else 0.0
     fixed += sum(min(0.0, cost[g]) for i, g in enumerate(groups) if g != main and 0 < i < last)
     t_last = group_times[groups[last]] if groups[last] != main else 0.0
+    # rank 0 runs chunks 0, pp, 2·pp, ...: vpp non-empty chunks, so besides the first layer it holds at
+    # least vpp − 1 layers, all blocks but for the other layers that may sit between the first and last
+    between = sum(1 for i, g in enumerate(groups) if g != main and 0 < i < last)
+    fewest = min(n, max(0, cfg.vpp - 1 - between))
     best = math.inf
-    for k in range(n + 1):
+    for k in range(fewest, n + 1):
         limit = max(slowest, ((n - k) * group_times[main] + t_last) / (cfg.pp - 1))
         best = min(best, pipelined * limit + max(dp_at(limit), k * cost[main] + fixed))
     return best
