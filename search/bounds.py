@@ -62,9 +62,11 @@ from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
-from costmodel.table import CostTable
+from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.exposure import first_rank_floor_s
 from search.pressure import block_state_bytes, pressure_floor_s
+from search.rank_sum import rank_sum_extra_s
+from search.targets import RULES, native_zb_modes
 from search.types import SearchRequest
 
 
@@ -82,7 +84,8 @@ class ViewSums:
     """What the bounds need of one local view (no recomputation), computed once per view."""
 
     cum: list[float]
-    """Prefix sums of the layers' fastest micro-batch times, in layer order (0 first)."""
+    """Prefix sums of the layers' micro-batch times in the view (with its recomputation; the fastest
+    under ``none``), in layer order (0 first)."""
     group_times: tuple[float, ...]
     group_counts: tuple[int, ...]
     fwd_s: float
@@ -103,7 +106,7 @@ def view_sums(table: CostTable, view: object, memo: dict | None = None) -> ViewS
         return memo["sums", view]
     slow = table.cluster.efficiency.overlap_slowdown
     costs = [table.cost(g, view) for g in range(len(table.groups))]
-    per_group = np.array([c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs])
+    per_group = np.array([c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs])
     counts = np.bincount(table.layer_group, minlength=len(costs))
     out = np.array([c.out_bytes for c in costs])
     sums = ViewSums(
@@ -127,23 +130,50 @@ def fastest_sum_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = Non
 
 def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pressure: bool = True) -> float:
     """A lower bound on the step time of ``cfg`` over every split and recomputation: the sum of the
-    module docstring's terms 1-5 (``memo``, a dict the caller owns, caches what options with the
+    module docstring's terms 1-6 (``memo``, a dict the caller owns, caches what options with the
     same local view share). ``pressure=False`` leaves out the memory-pressure floor of term 1 (the
-    costliest part), for a bound that is cheaper and never higher."""
-    view = local_config(table, cfg, "none")
+    costliest part), for a bound that is cheaper and never higher. Where the option's engine takes
+    one recomputation mode for every layer (:func:`uniform_modes`), the least over those modes of the
+    bound with every layer in that mode."""
+    modes = uniform_modes(cfg) if pressure else None
+    if modes is None:
+        return _mode_bound(table, cfg, memo, pressure, "none", None)
+    return min(_mode_bound(table, cfg, memo, pressure, mode, mode) for mode in modes)
+
+
+def uniform_modes(cfg: ParallelConfig) -> tuple[str, ...] | None:
+    """The recomputation modes of an engine that applies one mode to every layer (``search.targets``:
+    torchtitan and DeepSpeed; the native runtime under ZB-H1, none or full), else None."""
+    rules = RULES.get(cfg.engine)
+    if rules is None:
+        return None
+    zb = native_zb_modes(rules, cfg.schedule, cfg.pp)
+    if zb is not None:
+        return tuple(RECOMPUTE_CODES[m[0]] for m in zb)
+    return rules.recompute_modes if rules.recompute == "uniform" else None
+
+
+def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressure: bool, view_mode: str, mode: str | None) -> float:
+    """:func:`bound_s` with every layer's time taken in ``view_mode`` (its fastest, ``none``, unless
+    the engine fixes one ``mode`` for all layers, which the pressure floor then keeps too)."""
+    view = local_config(table, cfg, view_mode)
     v = view_sums(table, view, memo)
     d = bubble_divisor(cfg)
     slowest = max(_bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo), _makespan(v, cfg.pp, view, memo))
-    slowest = pressure_floor_s(table, cfg, memo, slowest) if pressure else slowest
+    slowest = pressure_floor_s(table, cfg, memo, slowest, mode) if pressure else slowest
     if slowest == math.inf:  # no configuration of the option fits (and 0·inf would be nan at m = 1)
         return math.inf
     if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
         core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m))
     else:
         core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
+    total = v.total_s
+    if pressure and cfg.pp > 1:  # the ranks' sum grows too where memory forces recomputation (search.rank_sum)
+        main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
+        total += rank_sum_extra_s(table, cfg, v.group_times[main], memo, mode)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
     extras = _optimizer_floor(table, cfg, v) + _accumulation_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
-    return core + max(v.total_s, slowest) / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    return core + max(total, slowest) / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
 
 
 QUICK_MARGIN = 1e-12

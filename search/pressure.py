@@ -52,16 +52,21 @@ n·t/1.7e7, far below the gaps reported)."""
 MODES = ("none", "selective", "full")
 
 
-def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0) -> float:
-    """The module docstring's floor on the slowest rank's micro-batch time, or ``known_s`` (a floor
-    the caller has already) when that is higher; ``inf`` when no configuration of the option fits."""
+RankKey = tuple[float, float, float]
+"""(in-flight micro-batches f_r, pinned layers' least time c_r, bytes left for the blocks μ_r)."""
+
+
+def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
+               mode: str | None = None) -> tuple[int, dict[RankKey, int], dict[RankKey, list[tuple[float, float]]], list[float]] | None:
+    """The module docstring's ranks: (n blocks, rank key -> how many ranks share it, rank key -> the
+    block's (time, bytes) per mode, the block's time per mode); None when a rank's pinned layers alone
+    overflow it. ``mode``: every block recomputes that way (one point, thrice)."""
     counts = _counts(table)
     main = max(range(len(counts)), key=lambda g: (counts[g], -g))
-    n = counts[main]
     times, acts, works, state = _block(table, cfg, main, memo)
     room = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
     slack = 1 + FRAGMENTATION
-    ranks: dict[tuple[float, float, float], int] = {}
+    ranks: dict[RankKey, int] = {}
     for rank in range(cfg.pp):
         f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
         f = min(f, 1.0) if cfg.offload_activations else f
@@ -72,10 +77,25 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
             fixed_bytes += l_state + slack * f * min(l_acts)
             pinned_work = max(pinned_work, min(l_works))
         if fixed_bytes + slack * pinned_work > room:
-            return math.inf  # the layers this rank must hold do not fit on it
+            return None  # the layers this rank must hold do not fit on it
         key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)))
         ranks[key] = ranks.get(key, 0) + 1
     points = {key: [(t, state + slack * key[0] * a) for t, a in zip(times, acts)] for key in ranks}
+    if mode is not None:  # one point, thrice: the mixes of _whole_blocks are that point
+        points = {key: [pts[MODES.index(mode)]] * 3 for key, pts in points.items()}
+    return counts[main], ranks, points, times
+
+
+def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0,
+                     mode: str | None = None) -> float:
+    """The module docstring's floor on the slowest rank's micro-batch time, or ``known_s`` (a floor
+    the caller has already) when that is higher; ``inf`` when no configuration of the option fits.
+    ``mode``: every block recomputes that way (engines with one mode per job: the floor over the
+    configurations of that mode alone)."""
+    model = rank_model(table, cfg, memo, mode)
+    if model is None:
+        return math.inf
+    n, ranks, points, times = model
 
     def held(limit_s: float) -> float:
         return sum(count * _whole_blocks(points[key], limit_s - key[1], key[2], n) for key, count in ranks.items())

@@ -1,0 +1,67 @@
+"""A floor on the sum of the pipeline ranks' micro-batch times when memory forces recomputation.
+
+The pipeline's fill and drain is (S − M)/d, S the ranks' summed micro-batch time (``search.bounds``
+term 1). ``search.bounds`` takes S at least the layers' fastest times; when the activations do not
+fit, blocks must be recomputed on every rank that cannot hold its share, and S grows. With the ranks
+of ``search.pressure`` (each rank r may hold blocks whose bytes per block m(q) = P + 1.05·f_r·a(q) in
+a mix q of modes sum to at most μ_r), a rank holding k blocks spends at least k·τ_r(μ_r/k), τ_r(b) the
+least time per block over the mixes whose bytes per block are at most b (a linear program over the
+simplex: a mode, or two modes mixed to spend b exactly). k·τ_r(μ_r/k) is the perspective of the
+convex, non-increasing τ_r, so convex in k, and the least sum over ranks with Σ_r k_r = n is found
+by giving blocks one at a time to the rank whose time grows least (separable convex allocation,
+greedy is optimal). Blocks are whole but their mixes real: a relaxation, so a floor. The other
+layers keep their fastest times, already in S.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+from costmodel.specs import ParallelConfig
+from costmodel.table import CostTable
+from search.pressure import rank_model
+
+
+def rank_sum_extra_s(table: CostTable, cfg: ParallelConfig, block_s: float, memo: dict | None = None, mode: str | None = None) -> float:
+    """How much the n blocks' summed time must exceed n·``block_s`` (the blocks' time in the caller's
+    S) for every rank to fit (module docstring); 0 when memory does not bind, ``inf`` when the blocks
+    cannot fit at all."""
+    model = rank_model(table, cfg, memo, mode)
+    if model is None:
+        return math.inf
+    n, ranks, points, _ = model
+    slots = [key for key, count in ranks.items() for _ in range(count)]
+    held = [0] * len(slots)
+    cost = {key: _rank_cost_fn(points[key], key[2]) for key in ranks}
+    heap = [(cost[key](1) - cost[key](0), i) for i, key in enumerate(slots)]
+    heapq.heapify(heap)
+    total = 0.0
+    for _ in range(n):
+        step, i = heapq.heappop(heap)
+        if step == math.inf:
+            return math.inf
+        total += step
+        held[i] += 1
+        key = slots[i]
+        heapq.heappush(heap, (cost[key](held[i] + 1) - cost[key](held[i]), i))
+    return max(0.0, total - n * block_s)
+
+
+def _rank_cost_fn(points: list[tuple[float, float]], room: float):  # type: ignore[no-untyped-def]
+    """k -> k·τ(room / k): the least time of k blocks on a rank with ``room`` bytes."""
+    def cost(k: int) -> float:
+        if k == 0:
+            return 0.0
+        return k * least_time(points, room / k)
+    return cost
+
+
+def least_time(points: list[tuple[float, float]], budget: float) -> float:
+    """τ(budget): the least time per block over the mixes of ``points`` (time, bytes) whose bytes per
+    block are at most ``budget``; ``inf`` when none is."""
+    best = min((t for t, m in points if m <= budget), default=math.inf)
+    for (t1, m1), (t2, m2) in ((a, b) for a in points for b in points if a[1] < b[1]):
+        if m1 <= budget < m2:
+            best = min(best, t1 + (t2 - t1) * (budget - m1) / (m2 - m1))
+    return best
