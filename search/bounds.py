@@ -37,6 +37,15 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
    is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``). The
    first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it.
+6. Gradient accumulation (``costmodel.step._accumulation_time``, engines that do not fuse it into the
+   weight-gradient GEMM: the native runtime, torchtitan, DeepSpeed): linear in the rank's parameters,
+   and the step pays the largest rank's, at least the mean rank's.
+The pipelined part's S (term 1) is at least the slowest rank M (S = M at pp 1, where the
+memory-pressure floor is all the bound has), and at least the least sum the ranks' memory allows
+(``search.rank_sum``: where the activations do not fit every rank must recompute some blocks).
+Engines that take one recomputation mode for every layer (torchtitan, DeepSpeed, native ZB-H1:
+:func:`uniform_modes`) are bounded per mode, every layer's time and the pressure floor in that mode,
+and the option's bound is the least over its modes.
 Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
 keeps the bound below every step.
 
@@ -65,7 +74,7 @@ from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, 
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.exposure import first_rank_floor_s
 from search.pressure import block_state_bytes, pressure_floor_s
-from search.rank_sum import rank_sum_extra_s
+from search.rank_sum import least_sums, rank_sum_extra_s
 from search.targets import RULES, native_zb_modes
 from search.types import SearchRequest
 
@@ -164,7 +173,8 @@ def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressu
     if slowest == math.inf:  # no configuration of the option fits (and 0·inf would be nan at m = 1)
         return math.inf
     if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
-        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m))
+        others = least_sums(table, cfg, memo, mode, without_first=True) if cfg.pp > 1 else None
+        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m), others)
     else:
         core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
     total = v.total_s
@@ -342,10 +352,11 @@ def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) 
 
 
 def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums, slowest: float | None = None) -> float:
-    if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+    keeps = _terms(table, cfg).fsdp_keeps_gathered  # FSDP2 under PP: one gather and one reduction per step
+    if (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
         return 0.0
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
-    per_step = 1 if cfg.zero < 2 else cfg.num_microbatches
+    per_step = 1 if cfg.zero < 2 or keeps else cfg.num_microbatches
     dense, expert = v.params - v.expert_params, v.expert_params
     total = per_step * cfg.grad_reduce_bytes * (_slope(dense_red) * dense + _slope(expert_red) * expert)
     if cfg.overlap_grad_reduce and not (cfg.pp > 1 and _terms(table, cfg).dp_after_flush):

@@ -26,17 +26,20 @@ import math
 from collections.abc import Callable
 
 from costmodel.specs import ParallelConfig
-from costmodel.step import _dp_coefficients, local_config
+from costmodel.step import _dp_coefficients, _terms, local_config
 from costmodel.table import CostTable
 
 
 def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, group_times: tuple[float, ...], slowest: float,
-                       d: float, dp_at: Callable[[float], float]) -> float:
+                       d: float, dp_at: Callable[[float], float], others: list[float] | None = None) -> float:
     """min over k of (m − 1/d)·M_k + max(D(M_k), E_0(k)) (module docstring); ``dp_at(M)`` is D(M),
-    ``group_times`` the fastest per-micro-batch time of one layer of each group."""
+    ``group_times`` the fastest per-micro-batch time of one layer of each group; ``others[j]``, when
+    given, the least summed time of ranks 1..pp − 1 holding j blocks (``search.rank_sum.least_sums``:
+    memory may force them to recompute), which M_k is at least the mean of."""
     pipelined = cfg.num_microbatches - 1.0 / d
     plain = pipelined * slowest + dp_at(slowest)
-    if cfg.pp == 1 or cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+    keeps = _terms(table, cfg).fsdp_keeps_gathered  # FSDP2 under PP gathers and reduces once per step, as ZeRO 1
+    if cfg.pp == 1 or (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
         return plain
     groups = [int(g) for g in table.layer_group]
     counts = [groups.count(g) for g in range(len(table.groups))]
@@ -53,6 +56,8 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
     best = math.inf
     for k in range(fewest, n + 1):
         limit = max(slowest, ((n - k) * group_times[main] + t_last) / (cfg.pp - 1))
+        if others is not None:
+            limit = max(limit, others[n - k] / (cfg.pp - 1))
         best = min(best, pipelined * limit + max(dp_at(limit), k * cost[main] + fixed))
     return best
 
@@ -60,7 +65,7 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
 def _contributions(table: CostTable, cfg: ParallelConfig, view: object) -> list[float]:
     """c_g of one layer of each group (module docstring)."""
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
-    steps = 1 if cfg.zero < 2 else cfg.num_microbatches
+    steps = 1 if cfg.zero < 2 or _terms(table, cfg).fsdp_keeps_gathered else cfg.num_microbatches
     alpha_dense = steps * cfg.grad_reduce_bytes * _slope(dense_red) + (cfg.param_bytes * _slope(dense_ag) if cfg.zero else 0.0)
     alpha_expert = steps * cfg.grad_reduce_bytes * _slope(expert_red) + (cfg.param_bytes * _slope(expert_ag) if cfg.zero else 0.0)
     views = [view] + [local_config(table, cfg, mode) for mode in ("selective", "full")]

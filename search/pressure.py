@@ -41,7 +41,7 @@ import math
 from types import SimpleNamespace
 
 from costmodel.memory import GIB, in_flight_microbatches, stranded_logit_bytes
-from costmodel.rank_memory import _state_bytes, _tp_embedding_grad_bytes
+from costmodel.rank_memory import _buffer_bytes, _state_bytes, _tp_embedding_grad_bytes
 from costmodel.specs import ParallelConfig
 from costmodel.step import FRAGMENTATION, _terms, local_config, view_key
 from costmodel.table import CostTable
@@ -57,16 +57,17 @@ RankKey = tuple[float, float, float]
 
 
 def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
-               mode: str | None = None) -> tuple[int, dict[RankKey, int], dict[RankKey, list[tuple[float, float]]], list[float]] | None:
+               mode: str | None = None) -> tuple[int, dict[RankKey, int], dict[RankKey, list[tuple[float, float]]], list[float], RankKey] | None:
     """The module docstring's ranks: (n blocks, rank key -> how many ranks share it, rank key -> the
-    block's (time, bytes) per mode, the block's time per mode); None when a rank's pinned layers alone
-    overflow it. ``mode``: every block recomputes that way (one point, thrice)."""
+    block's (time, bytes) per mode, the block's time per mode, rank 0's key); None when a rank's
+    pinned layers alone overflow it. ``mode``: every block recomputes that way (one point, thrice)."""
     counts = _counts(table)
     main = max(range(len(counts)), key=lambda g: (counts[g], -g))
     times, acts, works, state = _block(table, cfg, main, memo)
     room = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
     slack = 1 + FRAGMENTATION
     ranks: dict[RankKey, int] = {}
+    first: RankKey = (0.0, 0.0, 0.0)
     for rank in range(cfg.pp):
         f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
         f = min(f, 1.0) if cfg.offload_activations else f
@@ -80,10 +81,11 @@ def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
             return None  # the layers this rank must hold do not fit on it
         key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)))
         ranks[key] = ranks.get(key, 0) + 1
+        first = key if rank == 0 else first
     points = {key: [(t, state + slack * key[0] * a) for t, a in zip(times, acts)] for key in ranks}
     if mode is not None:  # one point, thrice: the mixes of _whole_blocks are that point
         points = {key: [pts[MODES.index(mode)]] * 3 for key, pts in points.items()}
-    return counts[main], ranks, points, times
+    return counts[main], ranks, points, times, first
 
 
 def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0,
@@ -95,7 +97,7 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     model = rank_model(table, cfg, memo, mode)
     if model is None:
         return math.inf
-    n, ranks, points, times = model
+    n, ranks, points, times, _ = model
 
     def held(limit_s: float) -> float:
         return sum(count * _whole_blocks(points[key], limit_s - key[1], key[2], n) for key, count in ranks.items())
@@ -172,9 +174,13 @@ def block_state_bytes(table: CostTable, cfg: ParallelConfig, params: float, expe
     gradients under pipelining, fp32 shards), without offloaded optimizer states. Linear in the
     parameters, so a rank's states are the sum over its layers. A rank's peak counts every one of
     them, also where the engine frees gradients each step (``costmodel.rank_memory.rank_parts``: the
-    freed gradients stay reserved as ``allocator_cache``)."""
-    d, e = _state_bytes(cfg, SimpleNamespace(params=params, expert_params=expert_params), _terms(table, cfg))  # type: ignore[arg-type]
-    return d[0] + d[1] + e[0] + e[1] + (0.0 if cfg.offload_optimizer else d[2] + e[2])
+    freed gradients stay reserved as ``allocator_cache``). With them, the buffers that grow with the
+    parameters (``costmodel.rank_memory._buffer_bytes``: the stage FSDP2 keeps gathered under
+    pipelining, Transformer Engine's FP8 weight copies)."""
+    terms = _terms(table, cfg)
+    d, e = _state_bytes(cfg, SimpleNamespace(params=params, expert_params=expert_params), terms)  # type: ignore[arg-type]
+    per_param = _buffer_bytes(cfg, SimpleNamespace(params=params, boundary_bytes=0.0, largest_layer_params=0.0), terms)  # type: ignore[arg-type]
+    return d[0] + d[1] + e[0] + e[1] + (0.0 if cfg.offload_optimizer else d[2] + e[2]) + per_param
 
 
 def _most_blocks(points: list[tuple[float, float]], limit_s: float, room: float) -> float:

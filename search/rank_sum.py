@@ -27,25 +27,36 @@ def rank_sum_extra_s(table: CostTable, cfg: ParallelConfig, block_s: float, memo
     """How much the n blocks' summed time must exceed n·``block_s`` (the blocks' time in the caller's
     S) for every rank to fit (module docstring); 0 when memory does not bind, ``inf`` when the blocks
     cannot fit at all."""
+    sums = least_sums(table, cfg, memo, mode)
+    return math.inf if sums is None else max(0.0, sums[-1] - sums[0] - (len(sums) - 1) * block_s)
+
+
+def least_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, mode: str | None = None,
+               without_first: bool = False) -> list[float] | None:
+    """For j = 0..n, the least summed time of the ranks (all, or all but rank 0) holding j blocks
+    between them, with their pinned layers (``search.pressure``); ``inf`` where j blocks cannot fit,
+    None where the pinned layers alone cannot. The greedy order is optimal for every j at once."""
     model = rank_model(table, cfg, memo, mode)
     if model is None:
-        return math.inf
-    n, ranks, points, _ = model
+        return None
+    n, ranks, points, _, first = model
     slots = [key for key, count in ranks.items() for _ in range(count)]
+    if without_first:
+        slots.remove(first)
     held = [0] * len(slots)
-    cost = {key: _rank_cost_fn(points[key], key[2]) for key in ranks}
+    cost = {key: _rank_cost_fn(points[key], key[2]) for key in set(slots)}
     heap = [(cost[key](1) - cost[key](0), i) for i, key in enumerate(slots)]
     heapq.heapify(heap)
-    total = 0.0
+    sums = [sum(key[1] for key in slots)]
     for _ in range(n):
-        step, i = heapq.heappop(heap)
+        step, i = heapq.heappop(heap) if heap else (math.inf, -1)
+        sums.append(sums[-1] + step)
         if step == math.inf:
-            return math.inf
-        total += step
+            continue
         held[i] += 1
         key = slots[i]
         heapq.heappush(heap, (cost[key](held[i] + 1) - cost[key](held[i]), i))
-    return max(0.0, total - n * block_s)
+    return sums
 
 
 def _rank_cost_fn(points: list[tuple[float, float]], room: float):  # type: ignore[no-untyped-def]

@@ -36,10 +36,14 @@ class GroupCosts:
     out_bytes: np.ndarray
     recomputable: np.ndarray
     """Whether each group may recompute (otherwise only column 0 applies)."""
+    margin_bytes: float = 0.0
+    """Memory each rank keeps free beyond the summary's own terms (``search.core`` raises it when the
+    cost model finds the summary's best splits just over memory)."""
 
 
-def group_costs(table: CostTable, cfg: ParallelConfig) -> GroupCosts:
-    """Layer costs of every group under every recompute choice for ``cfg``'s local configuration."""
+def group_costs(table: CostTable, cfg: ParallelConfig, margin_bytes: float = 0.0) -> GroupCosts:
+    """Layer costs of every group under every recompute choice for ``cfg``'s local configuration
+    (``margin_bytes``: :attr:`GroupCosts.margin_bytes`)."""
     slow = table.cluster.efficiency.overlap_slowdown
     views = [local_config(table, cfg, code) for code in RECOMPUTE_CODES]
     n = len(table.groups)
@@ -55,7 +59,7 @@ def group_costs(table: CostTable, cfg: ParallelConfig) -> GroupCosts:
             act[g, c], work[g, c] = cost.act_bytes, cost.work_bytes
         base = table.cost(g, views[0])
         params[g], experts[g], out[g] = base.params, base.expert_params, base.out_bytes
-    return GroupCosts(time, act, work, params, experts, out, recomputable)
+    return GroupCosts(time, act, work, params, experts, out, recomputable, margin_bytes)
 
 
 @dataclass(frozen=True)
@@ -77,9 +81,10 @@ def stage_budget(table: CostTable, cfg: ParallelConfig, gc: GroupCosts, counts: 
     expert = float(counts @ gc.expert_params)
     largest = float(gc.params[counts > 0].max()) if counts.any() else 0.0
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
-    held = SimpleNamespace(params=params, expert_params=expert, boundary_bytes=boundary_bytes, largest_layer_params=largest)
+    # the per-parameter buffers are in block_state_bytes already
+    held = SimpleNamespace(params=0.0, boundary_bytes=boundary_bytes, largest_layer_params=largest)
     states = block_state_bytes(table, cfg, params, expert) + rank_extra_bytes(table, cfg, rank, flight, held_grad=True)
     buffers = _buffer_bytes(cfg, held, _terms(table, cfg))  # type: ignore[arg-type]
-    capacity = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB
+    capacity = (table.cluster.gpu.hbm_gib - table.cluster.runtime_overhead_gib) * GIB - gc.margin_bytes
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
     return StageBudget((capacity - states - buffers) / (1 + FRAGMENTATION), flight)
