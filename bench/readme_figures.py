@@ -35,10 +35,10 @@ DEFAULT_TARGET = "native"
 FAST_CASES = (1, 4, 6)
 """GPT-3 175B, Mixtral 8x7B and the alternating model: the cases CI checks (a few seconds each)."""
 HEADER = ("case", "target s", "native (default): result", "wall s", "CPU s", "megatron", "torchtitan", "deepspeed")
-TIME_FACTOR = 3.0
-TIME_SLACK_S = 3.0
-"""A time agrees with the README's when each is at most ``TIME_FACTOR`` times the other plus
-``TIME_SLACK_S`` (the development machine is shared: the same search measured 1.2 to 5.6 s wall)."""
+TIME_BANDS = {"wall s": (4.0, 5.0), "CPU s": (3.0, 3.0)}
+"""(factor, seconds): a time agrees with the README's when each is at most factor times the other
+plus seconds. The development machine and CI are shared: the same search measured 1.2 to 5.6 s wall
+and 0.9 to 1.3 s CPU, so wall time gets the wider band."""
 
 
 def cases() -> list[tuple]:
@@ -90,9 +90,10 @@ def read_table(readme: str) -> dict[str, list[str]]:
     return {r[0]: r for r in rows}
 
 
-def time_ok(fresh: float, recorded: float) -> bool:
-    """Whether two timings of one search agree within the noise band (:data:`TIME_FACTOR`)."""
-    return fresh <= TIME_FACTOR * recorded + TIME_SLACK_S and recorded <= TIME_FACTOR * fresh + TIME_SLACK_S
+def time_ok(fresh: float, recorded: float, column: str = "CPU s") -> bool:
+    """Whether two timings of one search agree within the column's noise band (:data:`TIME_BANDS`)."""
+    factor, slack = TIME_BANDS[column]
+    return fresh <= factor * recorded + slack and recorded <= factor * fresh + slack
 
 
 def differences(readme: str, measured: dict[int, dict[str, dict]]) -> list[str]:
@@ -118,7 +119,7 @@ def _time_differences(label: str, recorded: list[str], row: dict) -> list[str]:
     out = []
     for name, key in (("wall s", "wall_s"), ("CPU s", "cpu_s")):
         cell = recorded[HEADER.index(name)]
-        if not re.fullmatch(r"\d+(\.\d+)?", cell) or not time_ok(row[key], float(cell)):
+        if not re.fullmatch(r"\d+(\.\d+)?", cell) or not time_ok(row[key], float(cell), name):
             out.append(f"{label}: README {name} {cell!r}, the bench measures {row[key]:.2f} (beyond the noise band)")
     return out
 
