@@ -74,7 +74,7 @@ from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, 
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.exposure import first_rank_floor_s
 from search.pressure import block_state_bytes, pressure_floor_s
-from search.rank_sum import least_sums, rank_sum_extra_s
+from search.rank_sum import joint_floor_s, least_sums, rank_sum_extra_s
 from search.targets import RULES, native_zb_modes
 from search.types import SearchRequest
 
@@ -183,7 +183,13 @@ def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressu
         total += rank_sum_extra_s(table, cfg, v.group_times[main], memo, mode)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
     extras = _optimizer_floor(table, cfg, v) + _accumulation_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
-    return core + max(total, slowest) / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    extras += straggler_time(gpus, table.cluster.gpus_per_node)
+    pipelined = core + max(total, slowest) / d
+    if pressure and cfg.pp > 1 and total > v.total_s:  # memory binds: M and S of one split together (search.rank_sum)
+        main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
+        others_s = v.total_s - v.group_counts[main] * v.group_times[main]
+        pipelined = max(pipelined, joint_floor_s(table, cfg, slowest, others_s, d, memo, mode))
+    return pipelined + extras
 
 
 QUICK_MARGIN = 1e-12

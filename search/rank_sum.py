@@ -15,6 +15,7 @@ layers keep their fastest times, already in S.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 
@@ -76,3 +77,55 @@ def least_time(points: list[tuple[float, float]], budget: float) -> float:
         if m1 <= budget < m2:
             best = min(best, t1 + (t2 - t1) * (budget - m1) / (m2 - m1))
     return best
+
+
+JOINT_STEPS = 16
+"""Grid steps of :func:`joint_floor_s` between the slowest rank's floor and 1.5 times it."""
+
+
+def joint_floor_s(table: CostTable, cfg: ParallelConfig, slowest: float, others_s: float, d: float,
+                  memo: dict | None = None, mode: str | None = None) -> float:
+    """A floor on the pipelined part (m − 1/d)·M + S/d with M and S of one split together: for a
+    slowest rank of at most M, every rank holds its blocks within time M (and memory), so S is at
+    least ``others_s`` (the other layers) plus the least blocks' sum under that cap, Σ(M), which
+    does not grow with M. On a grid g_0 = ``slowest`` < g_1 < ... the part is at least
+    (m − 1/d)·g_i + (others_s + Σ(g_{i+1}))/d for M in [g_i, g_{i+1}], and beyond the grid at least
+    its value with the uncapped Σ; the floor is the least of these."""
+    model = rank_model(table, cfg, memo, mode)
+    if model is None or slowest == math.inf:
+        return math.inf
+    n, ranks, points, _, _ = model
+    costs = {key: _memo_cost(_rank_cost_fn(points[key], key[2]), n) for key in ranks}
+    pipelined = cfg.num_microbatches - 1.0 / d
+    grid = [slowest * (1 + 0.5 * i / JOINT_STEPS) for i in range(JOINT_STEPS + 1)]
+    sums = [_capped_sum(ranks, costs, n, g) for g in grid] + [_capped_sum(ranks, costs, n, math.inf)]
+    best = pipelined * grid[-1] + (others_s + sums[-1]) / d
+    for i in range(JOINT_STEPS):
+        best = min(best, pipelined * grid[i] + (others_s + sums[i + 1]) / d)
+    return best
+
+
+def _memo_cost(cost, n: int) -> list[float]:  # type: ignore[no-untyped-def]
+    """cost(k) for k = 0..n."""
+    return [cost(k) for k in range(n + 1)]
+
+
+def _capped_sum(ranks: dict, costs: dict, n: int, limit: float) -> float:
+    """The least summed block time of n blocks with every rank's time (pinned layers included) at
+    most ``limit``: the greedy of :func:`least_sums` with each rank capped."""
+    caps = {key: max(0, bisect.bisect_right(c, limit - key[1]) - 1) for key, c in costs.items()}  # c grows with k
+    slots = [key for key, count in ranks.items() for _ in range(count)]
+    if sum(caps[key] for key in slots) < n:
+        return math.inf
+    held = [0] * len(slots)
+    heap = [(costs[key][1] - costs[key][0], i) for i, key in enumerate(slots) if caps[key] > 0]
+    heapq.heapify(heap)
+    total = 0.0
+    for _ in range(n):
+        step, i = heapq.heappop(heap)
+        total += step
+        held[i] += 1
+        key = slots[i]
+        if held[i] < caps[key]:
+            heapq.heappush(heap, (costs[key][held[i] + 1] - costs[key][held[i]], i))
+    return total
