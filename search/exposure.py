@@ -62,6 +62,23 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
     return best
 
 
+def first_rank_terms(table: CostTable, cfg: ParallelConfig, view: object) -> tuple[float, float] | None:
+    """(c of one block, what the first rank's other layers add at least) of the module docstring's
+    E_0 = k·c + that, for a first rank holding k blocks; None where no reduction is exposed this way
+    (one pipeline rank, ZeRO-3 per layer, no data parallelism)."""
+    keeps = _terms(table, cfg).fsdp_keeps_gathered
+    if cfg.pp == 1 or (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
+        return None
+    groups = [int(g) for g in table.layer_group]
+    counts = [groups.count(g) for g in range(len(table.groups))]
+    main = max(range(len(counts)), key=lambda g: (counts[g], -g))
+    last = len(groups) - 1
+    cost = _contributions(table, cfg, view)
+    fixed = cost[groups[0]] if groups[0] != main else 0.0
+    fixed += sum(min(0.0, cost[g]) for i, g in enumerate(groups) if g != main and 0 < i < last)
+    return cost[main], fixed
+
+
 def _contributions(table: CostTable, cfg: ParallelConfig, view: object) -> list[float]:
     """c_g of one layer of each group (module docstring)."""
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)

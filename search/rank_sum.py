@@ -84,25 +84,41 @@ JOINT_STEPS = 16
 
 
 def joint_floor_s(table: CostTable, cfg: ParallelConfig, slowest: float, others_s: float, d: float,
-                  memo: dict | None = None, mode: str | None = None) -> float:
+                  memo: dict | None = None, mode: str | None = None, first: tuple[float, float] | None = None) -> float:
     """A floor on the pipelined part (m − 1/d)·M + S/d with M and S of one split together: for a
     slowest rank of at most M, every rank holds its blocks within time M (and memory), so S is at
     least ``others_s`` (the other layers) plus the least blocks' sum under that cap, Σ(M), which
     does not grow with M. On a grid g_0 = ``slowest`` < g_1 < ... the part is at least
     (m − 1/d)·g_i + (others_s + Σ(g_{i+1}))/d for M in [g_i, g_{i+1}], and beyond the grid at least
-    its value with the uncapped Σ; the floor is the least of these."""
+    its value with the uncapped Σ; the floor is the least of these. ``first`` = (c, e) adds the first
+    rank's exposed gradient reduction, at least k·c + e for a first rank of k blocks
+    (``search.exposure.first_rank_terms``, c > 0): within M the other ranks hold at most their caps,
+    so the first holds at least the rest."""
     model = rank_model(table, cfg, memo, mode)
     if model is None or slowest == math.inf:
         return math.inf
-    n, ranks, points, _, _ = model
+    n, ranks, points, _, first_key = model
     costs = {key: _memo_cost(_rank_cost_fn(points[key], key[2]), n) for key in ranks}
     pipelined = cfg.num_microbatches - 1.0 / d
-    grid = [slowest * (1 + 0.5 * i / JOINT_STEPS) for i in range(JOINT_STEPS + 1)]
-    sums = [_capped_sum(ranks, costs, n, g) for g in grid] + [_capped_sum(ranks, costs, n, math.inf)]
-    best = pipelined * grid[-1] + (others_s + sums[-1]) / d
+    grid = [slowest * (1 + 0.5 * i / JOINT_STEPS) for i in range(JOINT_STEPS + 1)] + [math.inf]
+
+    def exposed(limit: float) -> float:
+        if first is None or first[0] <= 0:
+            return 0.0
+        caps = _caps(costs, limit)
+        others_hold = sum(caps[key] * count for key, count in ranks.items()) - caps[first_key]
+        return max(0.0, max(0, n - others_hold) * first[0] + first[1])
+
+    sums = [_capped_sum(ranks, costs, n, g) for g in grid]
+    best = pipelined * grid[-2] + (others_s + sums[-1]) / d + exposed(math.inf)
     for i in range(JOINT_STEPS):
-        best = min(best, pipelined * grid[i] + (others_s + sums[i + 1]) / d)
+        best = min(best, pipelined * grid[i] + (others_s + sums[i + 1]) / d + exposed(grid[i + 1]))
     return best
+
+
+def _caps(costs: dict, limit: float) -> dict:
+    """The most blocks each rank key holds within ``limit`` (its cost grows with the blocks)."""
+    return {key: max(0, bisect.bisect_right(c, limit - key[1]) - 1) for key, c in costs.items()}
 
 
 def _memo_cost(cost, n: int) -> list[float]:  # type: ignore[no-untyped-def]
@@ -113,7 +129,7 @@ def _memo_cost(cost, n: int) -> list[float]:  # type: ignore[no-untyped-def]
 def _capped_sum(ranks: dict, costs: dict, n: int, limit: float) -> float:
     """The least summed block time of n blocks with every rank's time (pinned layers included) at
     most ``limit``: the greedy of :func:`least_sums` with each rank capped."""
-    caps = {key: max(0, bisect.bisect_right(c, limit - key[1]) - 1) for key, c in costs.items()}  # c grows with k
+    caps = _caps(costs, limit)
     slots = [key for key, count in ranks.items() for _ in range(count)]
     if sum(caps[key] for key in slots) < n:
         return math.inf
