@@ -72,7 +72,7 @@ from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
 from costmodel.table import RECOMPUTE_CODES, CostTable
-from search.exposure import first_rank_floor_s, first_rank_terms
+from search.exposure import bucket_floor_s, first_rank_floor_s, first_rank_terms
 from search.pressure import block_state_bytes, pressure_floor_s
 from search.rank_sum import joint_floor_s, least_sums, rank_sum_extra_s
 from search.targets import RULES, native_zb_modes
@@ -188,7 +188,8 @@ def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressu
     if pressure and cfg.pp > 1 and total > v.total_s:  # memory binds: M and S of one split together (search.rank_sum)
         main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
         others_s = v.total_s - v.group_counts[main] * v.group_times[main]
-        joint = joint_floor_s(table, cfg, slowest, others_s, d, memo, mode, first_rank_terms(table, cfg, view))
+        joint = joint_floor_s(table, cfg, slowest, others_s, d, memo, mode, first_rank_terms(table, cfg, view),
+                              bucket_floor_s(table, cfg, view))
         pipelined = max(pipelined, joint)
     return pipelined + extras
 

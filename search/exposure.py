@@ -26,6 +26,7 @@ import math
 from collections.abc import Callable
 
 from costmodel.specs import ParallelConfig
+from costmodel.engines import grad_bucket_params
 from costmodel.step import _dp_coefficients, _terms, local_config
 from costmodel.table import CostTable
 
@@ -37,7 +38,8 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
     given, the least summed time of ranks 1..pp − 1 holding j blocks (``search.rank_sum.least_sums``:
     memory may force them to recompute), which M_k is at least the mean of."""
     pipelined = cfg.num_microbatches - 1.0 / d
-    plain = pipelined * slowest + dp_at(slowest)
+    bucket = bucket_floor_s(table, cfg, view)
+    plain = pipelined * slowest + max(dp_at(slowest), bucket)
     keeps = _terms(table, cfg).fsdp_keeps_gathered  # FSDP2 under PP gathers and reduces once per step, as ZeRO 1
     if cfg.pp == 1 or (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
         return plain
@@ -58,8 +60,32 @@ def first_rank_floor_s(table: CostTable, cfg: ParallelConfig, view: object, grou
         limit = max(slowest, ((n - k) * group_times[main] + t_last) / (cfg.pp - 1))
         if others is not None:
             limit = max(limit, others[n - k] / (cfg.pp - 1))
-        best = min(best, pipelined * limit + max(dp_at(limit), k * cost[main] + fixed))
+        best = min(best, pipelined * limit + max(dp_at(limit), k * cost[main] + fixed, bucket))
     return best
+
+
+def bucket_floor_s(table: CostTable, cfg: ParallelConfig, view: object) -> float:
+    """A floor on the first rank's exposed reduction and gather whatever its layers: the last
+    gradient bucket and the first parameter bucket are never hidden (``costmodel.step.
+    _data_parallel_comm``: max(one bucket, all − backward), and without overlap all of it), and rank 0
+    has no pipeline slack. Its buckets hold P/⌈P/B⌉ ≥ x = min(P₀, B/2) parameters, P ≥ P₀ those of
+    the first layer, B the engine's bucket (``grad_bucket_params``); split between dense and expert
+    parameters a and b with a + b ≥ x, one bucket costs at least min(f_dense(x), f_expert(x)) (each
+    cost concave, non-decreasing and 0 at 0, so f(a) ≥ (a/x)·f(x) for a ≤ x; the expert part only
+    where the model has experts)."""
+    keeps = _terms(table, cfg).fsdp_keeps_gathered
+    if (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
+        return 0.0
+    first = table.cost(int(table.layer_group[0]), view)  # type: ignore[arg-type]
+    x = min(first.params, grad_bucket_params(cfg) / 2)
+    has_experts = any(table.cost(g, view).expert_params > 0 for g in range(len(table.groups)))  # type: ignore[arg-type]
+    (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
+
+    def one(dense: object, expert: object, nbytes: float) -> float:
+        d = dense(x * nbytes)  # type: ignore[operator]
+        return min(d, expert(x * nbytes)) if has_experts else d  # type: ignore[operator]
+
+    return one(dense_red, expert_red, cfg.grad_reduce_bytes) + (one(dense_ag, expert_ag, cfg.param_bytes) if cfg.zero else 0.0)
 
 
 def first_rank_terms(table: CostTable, cfg: ParallelConfig, view: object) -> tuple[float, float] | None:

@@ -84,7 +84,8 @@ JOINT_STEPS = 16
 
 
 def joint_floor_s(table: CostTable, cfg: ParallelConfig, slowest: float, others_s: float, d: float,
-                  memo: dict | None = None, mode: str | None = None, first: tuple[float, float] | None = None) -> float:
+                  memo: dict | None = None, mode: str | None = None, first: tuple[float, float] | None = None,
+                  bucket_s: float = 0.0) -> float:
     """A floor on the pipelined part (m − 1/d)·M + S/d with M and S of one split together: for a
     slowest rank of at most M, every rank holds its blocks within time M (and memory), so S is at
     least ``others_s`` (the other layers) plus the least blocks' sum under that cap, Σ(M), which
@@ -93,7 +94,7 @@ def joint_floor_s(table: CostTable, cfg: ParallelConfig, slowest: float, others_
     its value with the uncapped Σ; the floor is the least of these. ``first`` = (c, e) adds the first
     rank's exposed gradient reduction, at least k·c + e for a first rank of k blocks
     (``search.exposure.first_rank_terms``, c > 0): within M the other ranks hold at most their caps,
-    so the first holds at least the rest."""
+    so the first holds at least the rest; and at least ``bucket_s`` (``search.exposure.bucket_floor_s``)."""
     model = rank_model(table, cfg, memo, mode)
     if model is None or slowest == math.inf:
         return math.inf
@@ -104,10 +105,10 @@ def joint_floor_s(table: CostTable, cfg: ParallelConfig, slowest: float, others_
 
     def exposed(limit: float) -> float:
         if first is None or first[0] <= 0:
-            return 0.0
+            return bucket_s
         caps = _caps(costs, limit)
         others_hold = sum(caps[key] * count for key, count in ranks.items()) - caps[first_key]
-        return max(0.0, max(0, n - others_hold) * first[0] + first[1])
+        return max(bucket_s, max(0, n - others_hold) * first[0] + first[1])
 
     sums = [_capped_sum(ranks, costs, n, g) for g in grid]
     best = pipelined * grid[-2] + (others_s + sums[-1]) / d + exposed(math.inf)
