@@ -35,10 +35,11 @@ DEFAULT_TARGET = "native"
 FAST_CASES = (1, 4, 6)
 """GPT-3 175B, Mixtral 8x7B and the alternating model: the cases CI checks (a few seconds each)."""
 HEADER = ("case", "target s", "native (default): result", "wall s", "CPU s", "megatron", "torchtitan", "deepspeed")
-TIME_BANDS = {"wall s": (4.0, 5.0), "CPU s": (3.0, 3.0)}
+TIME_BANDS = {"wall s": (10.0, 10.0), "CPU s": (3.0, 3.0)}
 """(factor, seconds): a time agrees with the README's when each is at most factor times the other
-plus seconds. The development machine and CI are shared: the same search measured 1.2 to 5.6 s wall
-and 0.9 to 1.3 s CPU, so wall time gets the wider band."""
+plus seconds. The development machine and CI are shared: the same 1.2 s search measured up to 12.5 s
+wall while five other jobs ran, and its CPU seconds moved far less, so wall time gets the wide band
+and CPU time, the load-independent figure, the narrow one."""
 
 
 def cases() -> list[tuple]:
