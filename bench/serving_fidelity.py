@@ -3,11 +3,12 @@
 
 Usage: python bench/serving_fidelity.py [--fit] [--rows] [--holdout]
 Prints output tokens/s per GPU predicted vs measured (and TTFT / TPOT where published) and, per
-group: rows, median |error|, 90th percentile |error| and the bias (mean signed error, + = predicted
-too fast). Targets (issue 23): median <= 10 %, p90 <= 25 %, no GPU biased by more than 10 %.
+group (source, GPU, model, engine, tp): rows, median |error|, 90th percentile |error| and the bias
+(mean signed error, + = predicted too fast). Exits 1 when any row predicts a rate at or below zero
+(issue 32). Targets (issues 23, 32): median <= 10 %, p90 <= 25 %, no GPU biased by more than 10 %.
 ``--fit`` refits the named efficiency constants of ``costmodel.serving.specs.ServingEfficiency`` on
-these rows (coordinate search on the mean squared log error) and prints them; copy them into the
-class defaults. Nothing else is fitted, and no other published result is read. ``--holdout`` refits
+these rows (coordinate search on the mean absolute log error, which targets the median) and prints
+them; copy them into the class defaults. Nothing else is fitted, and no other published result is read. ``--holdout`` refits
 once per GPU type without that GPU's rows and prints the error on the rows left out (the in-sample
 figures above are fitted on the very rows they report).
 """
@@ -32,8 +33,21 @@ from planner.reference.serving_runs import (  # noqa: E402
 )
 from planner.serving.request import Context, context, make_instance  # noqa: E402
 
-FITTED = ("decode_memory", "prefill_compute", "step_overhead_us", "request_overhead_us", "low_precision_gemm", "moe_imbalance")
+FITTED = ("decode_memory", "kv_memory", "prefill_compute", "request_overhead_us", "low_precision_gemm", "moe_imbalance",
+          "roofline_sharpness")
 """The constants ``--fit`` adjusts."""
+GROUPS = ("source", "gpu", "model", "engine", "tp")
+"""The breakdowns the report prints."""
+
+
+def non_positive(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency) -> list[str]:
+    """Rows whose predicted rate is zero, negative or not finite (each a one-line description)."""
+    bad = []
+    for run, ctx in zip(runs, ctxs):
+        rate = predict(ctx, run, eff)[0]
+        if not (math.isfinite(rate) and rate > 0):
+            bad.append(f"row {run.row} {run.model} {run.gpu} tp {run.tp} {run.isl}/{run.osl}: {rate}")
+    return bad
 
 
 def _contexts(runs: list[ServingRun]) -> list[Context]:
@@ -49,12 +63,13 @@ def _contexts(runs: list[ServingRun]) -> list[Context]:
 
 
 def predict(ctx: Context, run: ServingRun, eff: ServingEfficiency) -> tuple[float, float, float]:
-    """(tokens/s per GPU, TTFT ms, TPOT ms) of one run under efficiency constants ``eff``."""
+    """(tokens/s per GPU, TTFT ms, TPOT ms) of one run under efficiency constants ``eff``; the rate
+    is 0 for a deployment that does not fit (``serve-estimate`` exits 3 on it)."""
     hw = dataclasses.replace(ctx.hardware, efficiency=eff)
     inst = make_instance(ctx.shape, run.tp, run.pp, run.ep, run.attention_dp)
     work = Workload(isl=run.isl, osl=run.osl, precision=run.precision, kv_element_bytes=ctx.kv_element_bytes)  # type: ignore[arg-type]
     est = aggregated(hw, ctx.shape, inst, max(1, run.gpus // inst.gpus), work, ctx.engine, run.concurrency)
-    return est.per_gpu, est.ttft_s * 1e3, est.tpot_s * 1e3
+    return (est.per_gpu if est.fits else 0.0), est.ttft_s * 1e3, est.tpot_s * 1e3
 
 
 def errors(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency) -> list[float]:
@@ -63,7 +78,7 @@ def errors(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency) 
 
 
 def loss(errs: list[float]) -> float:
-    return sum(math.log(1.0 + e) ** 2 for e in errs) / len(errs)
+    return sum(abs(math.log(1.0 + e)) for e in errs) / len(errs)
 
 
 def fit(runs: list[ServingRun], ctxs: list[Context]) -> ServingEfficiency:
@@ -107,7 +122,7 @@ def table(title: str, groups: dict[str, list[float]]) -> list[str]:
 
 def report(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency, per_row: bool) -> list[str]:
     lines: list[str] = []
-    by: dict[str, dict[str, list[float]]] = {"source": {}, "gpu": {}, "model": {}}
+    by: dict[str, dict[str, list[float]]] = {key: {} for key in GROUPS}
     every: list[float] = []
     if per_row:
         lines.append(f"{'row':>4} {'model':<16} {'gpu':<6} {'tp/ep/adp':<10} {'isl/osl':<12} {'measured':>9} {'predicted':>10} {'error':>7}")
@@ -115,13 +130,13 @@ def report(runs: list[ServingRun], ctxs: list[Context], eff: ServingEfficiency, 
         tps, ttft, tpot = predict(ctx, run, eff)
         err = tps / run.measured_tokens_per_s_per_gpu - 1.0
         every.append(err)
-        for key, value in (("source", run.source), ("gpu", run.gpu), ("model", run.model)):
+        for key, value in zip(GROUPS, (run.source, run.gpu, run.model, run.engine, f"tp {run.tp}")):
             by[key].setdefault(value, []).append(err)
         if per_row:
             layout = f"{run.tp}/{run.ep}/{'y' if run.attention_dp else 'n'}"
             lines.append(f"{run.row:>4} {run.model:<16} {run.gpu:<6} {layout:<10} {f'{run.isl}/{run.osl}':<12} "
                          f"{run.measured_tokens_per_s_per_gpu:>9.1f} {tps:>10.1f} {err:>+7.1%}")
-    for key in ("source", "gpu", "model"):
+    for key in GROUPS:
         lines += [""] + table(f"by {key}", by[key])
     lines += [""] + table("overall", {"all rows": every})
     return lines
@@ -149,6 +164,11 @@ def main(argv: list[str]) -> int:
     print("\n".join(report(runs, ctxs, eff, "--rows" in argv)))
     if "--holdout" in argv:
         print("\n" + "\n".join(holdout(runs, ctxs)))
+    bad = non_positive(runs, ctxs, eff)
+    if bad:
+        print(f"\nFAIL: {len(bad)} rows predict a non-positive rate: " + "; ".join(bad))
+        return 1
+    print("\ncheck: every row predicts a positive rate")
     return 0
 
 

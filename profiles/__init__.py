@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from profiles.degrade import Slowdown, apply, degrade, parse_down, parse_slow
 from profiles.errors import ProfileError
-from profiles.groups import is_group_spec, load_hetero_cluster
+from profiles.groups import is_group_spec, is_groups_file, load_hetero_cluster, one_cluster
 from profiles.loader import (
     cluster_for_gpu,
     cluster_sources,
@@ -26,7 +26,9 @@ __all__ = [
     "apply",
     "degrade",
     "is_group_spec",
+    "is_groups_file",
     "load_hetero_cluster",
+    "one_cluster",
     "parse_down",
     "parse_slow",
     "ProfileError",

@@ -10,8 +10,9 @@ Forms of a cluster argument (:func:`load_hetero_cluster`):
   ``cluster`` is a preset, a file path (relative to the JSON file) or an inline cluster entry;
   ``links`` is one object ``{"bandwidth_gbps": B, "latency_us": L}`` for every pair, or a list of
   such objects each with ``"groups": [i, j]``.
-- Any other argument (a preset or a single-group file) is one group of ``gpus`` GPUs, exactly as
-  :func:`profiles.load_cluster` loads it.
+- Any other argument (a preset or a single-group file) is ``gpus`` GPUs of it, exactly as
+  :func:`profiles.load_cluster` loads it: any count ``meshplan plan`` takes, a partial last node a
+  group of its own (:func:`one_cluster`).
 
 GPUs and nodes are numbered across the cluster, group after group. Every problem raises
 :class:`ProfileError` (a ``ValueError``) with a one-line message.
@@ -19,7 +20,6 @@ GPUs and nodes are numbered across the cluster, group after group. Every problem
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,8 @@ from costmodel.hetero import ClusterGroup, GroupLink, HeteroCluster
 from costmodel.specs import ClusterSpec
 from profiles.entries import as_object, build_cluster
 from profiles.errors import ProfileError
-from profiles.loader import _find_gpu, _gpu_table, load_cluster
+from profiles.jsonio import read_json
+from profiles.loader import FIX_FILE, _find_gpu, _gpu_table, load_cluster
 
 PathArg = str | os.PathLike[str]
 
@@ -46,17 +47,31 @@ def load_hetero_cluster(arg: PathArg, gpus: int | None = None) -> HeteroCluster:
     equal the groups' total; a single preset or file needs it (it is that group's size)."""
     if is_group_spec(arg):
         hetero = _from_spec(os.fspath(arg))
-    elif _is_groups_file(arg):
+    elif is_groups_file(arg):
         hetero = _from_file(Path(os.fspath(arg)))
     else:
         if gpus is None:
             raise ProfileError(f"cluster '{os.fspath(arg)}' is one group: give its GPU count ('{os.fspath(arg)}:N')")
-        cluster = load_cluster(arg)
-        return HeteroCluster(name=cluster.name, groups=(_group(cluster, gpus, os.fspath(arg)),))
+        return one_cluster(load_cluster(arg), gpus)
     if gpus is not None and gpus != hetero.gpus:
         counts = " + ".join(str(g.gpus) for g in hetero.groups)
         raise ProfileError(f"the groups of '{os.fspath(arg)}' hold {counts} = {hetero.gpus} GPUs, not {gpus}")
     return hetero
+
+
+def one_cluster(cluster: ClusterSpec, gpus: int) -> HeteroCluster:
+    """``gpus`` GPUs of one preset or file, every count ``meshplan plan`` takes without ``--slow``:
+    its whole nodes as one group, and a last partial node (``--gpus 4`` or ``12`` of 8-GPU nodes) as
+    a second group of the same preset with that many GPUs in its node. The partial node keeps the
+    preset's links (inside it its NVLink, to the other group its network, ``default_link``) and GPU
+    and node numbers run on across the groups, as they do on the plain cluster."""
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus <= 0:
+        raise ProfileError(f"the GPU count must be a positive whole number, got {gpus!r:.40}")
+    whole, rest = divmod(gpus, cluster.gpus_per_node)
+    groups = [ClusterGroup(cluster=cluster, gpus=whole * cluster.gpus_per_node)] if whole else []
+    if rest:
+        groups.append(ClusterGroup(cluster=cluster.model_copy(update={"gpus_per_node": rest}), gpus=rest))
+    return HeteroCluster(name=cluster.name, groups=tuple(groups))
 
 
 def _split_count(text: str) -> tuple[str, int] | None:
@@ -89,21 +104,22 @@ def _group(cluster: ClusterSpec, gpus: int, where: str) -> ClusterGroup:
     return ClusterGroup(cluster=cluster, gpus=gpus)
 
 
-def _is_groups_file(arg: PathArg) -> bool:
-    """A readable JSON file whose object has ``"groups"``."""
+def is_groups_file(arg: PathArg) -> bool:
+    """Whether ``arg`` is a ``.json`` file whose object has ``"groups"``. The file is read through the
+    gate (:mod:`profiles.jsonio`: size cap, nesting depth, UTF-8, no NaN), so a file it refuses raises
+    the :class:`ProfileError` that :func:`profiles.load_cluster` would; a path that is not a regular
+    ``.json`` file is False (the cluster loader reports it)."""
     path = Path(os.fspath(arg))
     if path.suffix.lower() != ".json" or not path.is_file():
         return False
-    try:
-        return isinstance(raw := json.loads(path.read_text(encoding="utf-8")), dict) and "groups" in raw
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False  # load_cluster reports it
+    raw = read_json(path, f"cluster file '{path}'", FIX_FILE)
+    return isinstance(raw, dict) and "groups" in raw
 
 
 def _from_file(path: Path) -> HeteroCluster:
-    """Groups and links from a groups JSON file."""
+    """Groups and links from a groups JSON file (read through the gate, :mod:`profiles.jsonio`)."""
     where = f"cluster file '{path}'"
-    obj = as_object(json.loads(path.read_text(encoding="utf-8")), where)
+    obj = as_object(read_json(path, where, FIX_FILE), where)
     unknown = sorted(set(obj) - {"name", "groups", "links", "sources", "about"})
     if unknown:
         raise ProfileError(f"{where}: unknown field '{unknown[0]}' (a groups file has name, groups, links)")

@@ -25,11 +25,15 @@ from profiles.entries import (
     normalize_name,
 )
 from profiles.errors import ProfileError
+from profiles.jsonio import read_json
 
 GPUS_FILE = "gpus.json"
 CLUSTERS_FILE = "clusters.json"
 _LIST_GPUS_HINT = "run `meshplan list gpus` for the known GPUs"
 _LIST_CLUSTERS_HINT = "run `meshplan list clusters` for the presets, or pass a path to a cluster JSON file"
+
+FIX_FILE = "fix the file"
+"""How to repair a cluster or groups file the gate (:mod:`profiles.jsonio`) refuses."""
 
 PathArg = str | os.PathLike[str]
 
@@ -170,17 +174,7 @@ def _looks_like_path(text: str) -> bool:
 def _load_cluster_file(path: Path) -> ClusterEntry:
     """A user's cluster JSON file (one ``clusters.json`` entry, optional ``"name"``)."""
     where = f"cluster file '{path}'"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ProfileError(f"{where} is not UTF-8 text") from None
-    except OSError as exc:
-        raise ProfileError(f"cannot read {where}: {exc.strerror or exc}") from None
-    try:
-        raw = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProfileError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    obj = as_object(raw, where)
+    obj = as_object(read_json(path, where, FIX_FILE), where)
     if "source" not in obj:
         obj = {**obj, "source": f"cluster file {path}"}
     gpus = _gpu_table()

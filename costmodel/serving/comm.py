@@ -1,7 +1,8 @@
 """Communication of a serving step, priced by the training model's collectives (``costmodel.comm``).
 
 - TP: two all-reduces of the token activations per block (after attention and after the MLP;
-  Shoeybi et al., Megatron-LM arXiv:1909.08053 §3, Fig. 3), bf16.
+  Shoeybi et al., Megatron-LM arXiv:1909.08053 §3, Fig. 3), bf16, priced per engine and algorithm
+  in :mod:`costmodel.serving.allreduce`.
 - EP with attention DP: dispatch and combine all-to-alls of each token's hidden state to its top-k
   experts (DeepSeek-V3 arXiv:2412.19437 §3.2.2; dispatch in FP8, combine in BF16 as its §3.3.2
   states).
@@ -12,20 +13,13 @@
 
 from __future__ import annotations
 
-from costmodel.comm import all_reduce, all_to_all, place_group, send_recv
+from costmodel.comm import all_to_all, place_group, send_recv
 from costmodel.specs import ClusterSpec
 
 ACTIVATION_BYTES = 2.0
 """Bytes per activation element between layers (bf16)."""
 DISPATCH_BYTES = 1.0
 """Bytes per element of the token dispatch to experts (FP8, DeepSeek-V3 §3.3.2)."""
-
-
-def tp_all_reduce(cluster: ClusterSpec, tp: int, tokens: float, hidden: int) -> float:
-    """Seconds of one TP all-reduce of ``tokens`` x ``hidden`` bf16 activations."""
-    if tp <= 1 or tokens <= 0:
-        return 0.0
-    return all_reduce(cluster, place_group(tp, 1, cluster.gpus_per_node), tokens * hidden * ACTIVATION_BYTES)
 
 
 def ep_all_to_all(cluster: ClusterSpec, ep: int, tokens_per_gpu: float, hidden: int, top_k: int) -> float:

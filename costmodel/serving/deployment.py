@@ -20,7 +20,7 @@ from costmodel.serving.kvcache import kv_bytes_per_token, max_sequences, sequenc
 from costmodel.serving.memory import GpuMemory, gpu_memory
 from costmodel.serving.shape import ModelShape
 from costmodel.serving.specs import Instance, WeightPrecision
-from costmodel.serving.step import Hardware, StepParts, decode_step_parts, prefill_time
+from costmodel.serving.step import Hardware, StepParts, decode_step_parts, mx_storage, prefill_time
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,18 @@ class Phase:
     """Sequences one worker's KV cache holds (0 when the weights do not fit)."""
     concurrency: int
     """Sequences in flight per worker (decode), or prompts per prefill batch."""
+    sequence_kv_bytes: float = 0.0
+    """KV bytes one whole sequence (isl + osl tokens, rounded up to the engine's blocks) needs on one GPU."""
+
+    @property
+    def shortfall(self) -> float:
+        """Bytes per GPU missing before one sequence runs: the weights, workspace and runtime over the
+        capacity, else the one sequence's KV cache over what the engine leaves for KV (0 when it fits)."""
+        if self.memory.shortfall > 0:
+            return self.memory.shortfall
+        if self.max_concurrency > 0:
+            return 0.0
+        return max(self.sequence_kv_bytes - max(self.memory.kv_cache, 0.0), 0.0)
 
 
 @dataclass(frozen=True)
@@ -91,12 +103,13 @@ class Estimate:
 
 def worker_phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: int, work: Workload,
            engine: EngineDefaults) -> Phase:
-    memory = gpu_memory(hw.cluster, shape, instance, work.precision, engine, hw.rates.mx_blocks)
+    memory = gpu_memory(hw.cluster, shape, instance, work.precision, engine, mx_storage(hw, work.precision))
     tokens = sequence_tokens(work.isl + work.osl, engine.block_tokens)
     per_token = kv_bytes_per_token(shape, instance, work.kv_element_bytes, work.isl + work.osl)
     share = instance.tp if instance.attention_dp else 1
     most = min(max_sequences(memory.kv_cache, per_token, tokens, share), engine.max_batch * share)
-    return Phase(instance=instance, workers=workers, memory=memory, max_concurrency=most, concurrency=most)
+    return Phase(instance=instance, workers=workers, memory=memory, max_concurrency=most, concurrency=most,
+                 sequence_kv_bytes=per_token * tokens)
 
 
 def prefill_per_request(hw: Hardware, shape: ModelShape, instance: Instance, work: Workload,
@@ -128,7 +141,7 @@ def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: in
     rate = replicas * batch * work.osl / cycle
     return Estimate(output_tokens_per_s=rate, gpus=replicas * instance.gpus, ttft_s=ttft, tpot_s=cycle / work.osl,
                     concurrency=batch * replicas, max_concurrency=phase.max_concurrency * replicas,
-                    decode=Phase(instance, replicas, phase.memory, phase.max_concurrency, batch), prefill=None,
+                    decode=Phase(instance, replicas, phase.memory, phase.max_concurrency, batch, phase.sequence_kv_bytes), prefill=None,
                     parts=parts, prefill_share=batch * pre / cycle)
 
 
@@ -155,7 +168,8 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     (:func:`prefill_queue_wait`)."""
     pre_phase = worker_phase(hw, shape, prefill, prefill_workers, work, engine)
     prompts = min(pre_phase.max_concurrency, max(1, engine.max_num_tokens // work.isl))
-    pre_phase = Phase(prefill, prefill_workers, pre_phase.memory, pre_phase.max_concurrency, prompts)
+    pre_phase = Phase(prefill, prefill_workers, pre_phase.memory, pre_phase.max_concurrency, prompts,
+                      pre_phase.sequence_kv_bytes)
     dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
     batch = _batch(dec_phase.max_concurrency, concurrency, decode_workers)
     parts = decode_step_parts(hw, shape, decode, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
@@ -170,5 +184,6 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     return Estimate(output_tokens_per_s=rate * work.osl, gpus=gpus, ttft_s=ttft,
                     tpot_s=parts.total, concurrency=batch * decode_workers,
                     max_concurrency=dec_phase.max_concurrency * decode_workers,
-                    decode=Phase(decode, decode_workers, dec_phase.memory, dec_phase.max_concurrency, batch),
+                    decode=Phase(decode, decode_workers, dec_phase.memory, dec_phase.max_concurrency, batch,
+                                 dec_phase.sequence_kv_bytes),
                     prefill=pre_phase, parts=parts, prefill_share=1.0 if rate < decode_rps else 0.0)

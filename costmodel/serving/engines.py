@@ -28,22 +28,53 @@ class EngineDefaults:
     max_num_tokens: int
     """Tokens one engine step may schedule (prefill chunk plus decode tokens)."""
     source: str
+    kernels_per_layer: int = 10
+    """Kernels a dense decoder layer's decode step launches besides its TP all-reduces (norms,
+    GEMMs, rotary embedding, KV-cache write, attention, activation), each costing
+    ``allreduce.kernel_floor_us`` beyond its bytes and FLOPs."""
+    moe_extra_kernels: int = 4
+    """Kernels an MoE layer adds over a dense MLP's (router GEMM, top-k, token permutation / expert
+    alignment, finalize / un-permute)."""
+    fused_allreduce_norm: bool = False
+    """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
+    add-and-norm kernel after each all-reduce disappears."""
+    kernel_source: str = ""
+    name: str = "vllm"
+    """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
 
 
 DEFAULTS: dict[ServingEngine, EngineDefaults] = {
     "vllm": EngineDefaults(
+        name="vllm",
         block_tokens=16, memory_fraction=0.90, fraction_of_free=False, max_batch=1024, max_num_tokens=8192,
         source="vLLM v0.10 EngineArgs: block_size 16 (CacheConfig), gpu_memory_utilization 0.9, V1 defaults "
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
-               "(vllm/engine/arg_utils.py, _set_default_args_v1)"),
+               "(vllm/engine/arg_utils.py, _set_default_args_v1)",
+        kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
+                      "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
+                      "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
+                      "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe)"),
     "sglang": EngineDefaults(
+        name="sglang",
         block_tokens=1, memory_fraction=0.88, fraction_of_free=False, max_batch=4096, max_num_tokens=8192,
         source="SGLang v0.4 ServerArgs: page_size 1, mem_fraction_static ~0.88 for 80-160 GB GPUs at tp 1-8, "
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
-               "(python/sglang/srt/server_args.py)"),
+               "(python/sglang/srt/server_args.py)",
+        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
+                      "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
+                      "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe)"),
     "trtllm": EngineDefaults(
+        name="trtllm",
         block_tokens=32, memory_fraction=0.90, fraction_of_free=True, max_batch=8192, max_num_tokens=8192,
         source="TensorRT-LLM v1.0 KvCacheConfig: tokens_per_block 32, free_gpu_memory_fraction 0.9 of the "
                "memory free after weights; trtllm-bench max-throughput runs with CUDA-graph batches up to "
-               "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)"),
+               "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
+        kernels_per_layer=7, moe_extra_kernels=3, fused_allreduce_norm=True,
+        kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
+                      "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
+                      "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
+                      "RESIDUAL_RMS_NORM, tensorrt_llm/_torch/distributed/ops.py); fused MoE adds router, top-k and "
+                      "finalize (tensorrt_llm/_torch/modules/fused_moe)"),
 }

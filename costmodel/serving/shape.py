@@ -122,3 +122,25 @@ def block_forward_flops(block: BlockShape, tokens: float, context: float) -> tup
     if window is not None and context > window:
         core = 2.0 * tokens * window * attention_core_width(block.layer)
     return sum(flops.values()), core
+
+
+def dense_gemm_flops(block: BlockShape, tokens: float) -> float:
+    """GEMM FLOPs of one block for ``tokens`` tokens without the routed experts (attention
+    projections, dense MLP or shared expert, router), ``costmodel.flops.transformer_fwd_flops``."""
+    flops = transformer_fwd_flops(block.layer, tokens, 1, causal_fraction=1.0)
+    flops.pop("attn_core")
+    flops.pop("experts", None)
+    return sum(flops.values())
+
+
+def decode_core_width(block: BlockShape) -> int:
+    """Per-token, per-key FLOP width / 2 of the decode attention core. MHA / GQA: ``QKᵀ`` and ``PV``
+    over the heads' widths (:func:`costmodel.flops.attention_core_width`). MLA decodes in the
+    absorbed form, scoring the (d_c + d_h^R)-wide latent and summing the d_c-wide latent per head
+    (DeepSeek-V2 arXiv:2405.04434 §2.1.2 "absorb W^UK into W^Q"; deepseek-ai/FlashMLA runs exactly
+    this: 576-wide keys, 512-wide values, 128 heads). gpt-oss's attention sinks add one logit per
+    head and query (openai/gpt-oss ``model.py`` ``sdpa``), nothing per key."""
+    layer = block.layer
+    if layer.is_mla:
+        return layer.num_heads * (2 * layer.kv_lora_rank + layer.qk_rope_head_dim)
+    return attention_core_width(layer)

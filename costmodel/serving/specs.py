@@ -75,25 +75,42 @@ class LowPrecisionRates(BaseModel):
     """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
 
 
+HBM_CEILING = 0.92
+"""Highest fraction of the HBM peak a streaming kernel sustains: Microsoft measured 7.35 of 8 TB/s
+(92 %) on ND GB200 v6 (Azure HPC blog "Azure's ND GB200 v6 delivers record performance for
+inference", 2025); the fitted bandwidth fractions may not exceed it."""
+
+
 class ServingEfficiency(BaseModel):
     """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
-    the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else:
-    the defaults below are that fit (136 stated rows: median |error| 9.6 %, p90 22.0 %, every GPU
-    type's bias within 5 %; fitted without a GPU type's rows, that type's median stays 7-12 %)."""
+    the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else
+    (mean absolute log error, coordinate search). The defaults below are that fit: 136 stated rows,
+    median |error| 8.8 %, p90 23.4 %, bias +3.5 %. Everything else in the decode step is priced from
+    its mechanism with a cited constant: the engines' all-reduce algorithms
+    (:mod:`costmodel.serving.allreduce`), the kernels per layer (``engines.EngineDefaults``), MoE
+    experts touched (:mod:`costmodel.serving.moe`), the HBM rate by transfer size
+(:mod:`costmodel.serving.hbm`), sliding windows and MLA (``shape``)."""
 
     model_config = _FROZEN
-    decode_memory: float = Field(default=0.691, gt=0, le=1)
-    """Achieved fraction of HBM bandwidth while decode streams weights and KV cache."""
-    prefill_compute: float = Field(default=0.98, gt=0, le=1.5)
+    decode_memory: float = Field(default=0.9114, gt=0, le=HBM_CEILING)
+    """Achieved fraction of HBM bandwidth while decode's GEMMs stream the weights, for a large
+    (>= 100 MB) stream; smaller kernels scale it by :func:`costmodel.serving.hbm.transfer_scale`."""
+    kv_memory: float = Field(default=0.8854, gt=0, le=HBM_CEILING)
+    """Achieved fraction of HBM bandwidth while decode attention streams the KV cache
+    (FlashDecoding / paged attention over long contiguous blocks), for a large stream."""
+    prefill_compute: float = Field(default=1.0435, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    step_overhead_us: float = Field(default=96.8, ge=0)
-    """Fixed time per decode step and layer (kernel tails, CUDA-graph replay, sampling), µs."""
-    request_overhead_us: float = Field(default=356.5, ge=0)
+    request_overhead_us: float = Field(default=169.1, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
     low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""
-    moe_imbalance: float = Field(default=1.84, ge=1, le=4)
-    """Time of an MoE block's step on the slowest of its GPUs over the mean: routed tokens are not
-    uniform over experts and attention-DP ranks do not get equal requests, and the slowest rank sets
-    the step (DeepSeek-V3 arXiv:2412.19437 §3.4 balances experts for this reason)."""
+    roofline_sharpness: float = Field(default=1.026, ge=1, le=16)
+    """Exponent p of the p-norm that joins a decode kernel's traffic and compute times
+    (``StepParts.kernel``): large p is the plain roofline max, p = 1 no overlap at all."""
+    moe_imbalance: float = Field(default=2.242, ge=1, le=4)
+    """Time of the slowest rank over the mean where ranks hold different work: the expert GEMMs
+    under expert parallelism (routed tokens are not uniform over experts) and the attention under
+    attention DP (ranks do not hold equal requests); the slowest rank sets the step (DeepSeek-V3
+    arXiv:2412.19437 §3.4 balances experts for this reason). Tensor-parallel experts and attention
+    are balanced by construction and take no factor."""

@@ -15,9 +15,13 @@ from dataclasses import dataclass
 
 from costmodel.kernels import attention_time, gemm_time
 from costmodel.precision import fp8_gemm_speedup
-from costmodel.serving.comm import ep_all_to_all, pp_hand_off, tp_all_reduce
+from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
+from costmodel.serving.comm import ep_all_to_all, pp_hand_off
+from costmodel.serving.engines import DEFAULTS, EngineDefaults
+from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
-from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops
+from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows
+from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
 from costmodel.serving.specs import (
     Instance,
     LowPrecisionRates,
@@ -39,6 +43,15 @@ class Hardware:
     cluster: ClusterSpec
     rates: LowPrecisionRates
     efficiency: ServingEfficiency
+    engine: EngineDefaults = DEFAULTS["vllm"]
+    """The serving engine: its kernels per layer and all-reduce algorithms."""
+
+
+def mx_storage(hw: Hardware, precision: WeightPrecision) -> bool:
+    """FP4 weights are stored as MXFP4 (32-element E8M0 scales) where the GPU has no NVFP4 tensor
+    cores: AMD CDNA4, and Hopper running weight-only FP4 checkpoints such as gpt-oss's MXFP4 experts
+    (dequantised in the GEMM: vLLM / SGLang Marlin and triton ``matmul_ogs`` MXFP4 kernels)."""
+    return precision == "fp4" and (hw.rates.mx_blocks or hw.rates.peak_fp4_tflops is None)
 
 
 def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
@@ -50,8 +63,8 @@ def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
     if precision == "fp8":
         return fp8_gemm_speedup(hw.cluster)
     gpu = hw.cluster.gpu
-    if hw.rates.peak_fp4_tflops is None:
-        raise ValueError(f"GPU {gpu.name} has no FP4 tensor cores")
+    if hw.rates.peak_fp4_tflops is None:  # weight-only FP4: dequantised to bf16 in the GEMM
+        return 1.0
     fp4 = hw.rates.peak_fp4_tflops * (gpu.fp8_mamf_fraction or 1.0) * hw.efficiency.low_precision_gemm
     return fp4 / (gpu.peak_bf16_tflops * (gpu.bf16_mamf_fraction or 1.0))
 
@@ -75,62 +88,107 @@ def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: Weig
     return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
 
 
-def experts_touched(block: BlockShape, tokens: float) -> float:
-    """Expected distinct routed experts picked by ``tokens`` tokens routing to top-k of E uniformly."""
-    e, k = block.layer.num_experts, block.layer.moe_top_k
-    if not e:
-        return 0.0
-    return e * (1.0 - (1.0 - k / e) ** max(tokens, 0.0))
-
-
 def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: float) -> float:
-    """TP all-reduces, or EP all-to-alls under attention DP, of one block for ``tokens`` tokens."""
-    h = block.layer.hidden_size
+    """TP all-reduces (the engine's algorithm, :mod:`costmodel.serving.allreduce`), or EP
+    all-to-alls under attention DP, of one block for ``tokens`` tokens."""
+    h, engine = block.layer.hidden_size, hw.engine.name
     if instance.attention_dp and block.layer.is_moe:
         return ep_all_to_all(hw.cluster, instance.tp, tokens / instance.tp, h, block.layer.moe_top_k)
-    if instance.attention_dp:
-        return tp_all_reduce(hw.cluster, instance.tp, tokens, h)  # gather before and scatter after the dense MLP
-    return 2.0 * tp_all_reduce(hw.cluster, instance.tp, tokens, h)
+    if instance.attention_dp:  # gather before and scatter after the dense MLP
+        return decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
+    return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
+
+
+def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
+    """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
+    plus the MoE kernels); an engine that fuses the residual add and RMSNorm into the all-reduce
+    drops the two add-and-norm kernels when the layer has TP all-reduces."""
+    engine = hw.engine
+    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if block.layer.is_moe else 0)
+    if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
+        kernels -= 2
+    return kernels
 
 
 @dataclass(frozen=True)
 class StepParts:
-    """Where a decode step's time goes (seconds): HBM traffic and compute overlap (the longer one
-    counts), communication and fixed overhead add."""
+    """Where a decode step's time goes (seconds). Each kernel runs at its own roofline, the longer of
+    its bytes over HBM bandwidth and its FLOPs over the tensor-core rate (Williams et al., CACM 2009),
+    and the step's kernels run one after another (``busy``, the sum of those maxima); ``traffic`` and
+    ``compute`` total the two sides for the bottleneck report. Communication and the kernels' fixed
+    costs add."""
 
     traffic: float = 0.0
     compute: float = 0.0
     comm: float = 0.0
     overhead: float = 0.0
+    busy: float = 0.0
+
+    @classmethod
+    def kernel(cls, traffic: float, compute: float, sharpness: float = float("inf")) -> "StepParts":
+        """One kernel (or a class of kernels): the p-norm of its traffic and compute times, the
+        roofline's max(T, C) as p grows and a partial overlap near the ridge point, where a kernel
+        neither streams at full bandwidth nor computes at full rate (Hong and Kim, ISCA'09 §4:
+        memory and compute waits overlap only partly when neither saturates)."""
+        if traffic <= 0 or compute <= 0 or sharpness == float("inf"):
+            return cls(traffic=traffic, compute=compute, busy=max(traffic, compute))
+        top = max(traffic, compute)
+        busy = top * ((traffic / top) ** sharpness + (compute / top) ** sharpness) ** (1.0 / sharpness)
+        return cls(traffic=traffic, compute=compute, busy=busy)
 
     @property
     def total(self) -> float:
-        return max(self.traffic, self.compute) + self.comm + self.overhead
+        return self.busy + self.comm + self.overhead
 
     def __add__(self, other: "StepParts") -> "StepParts":
-        return StepParts(self.traffic + other.traffic, self.compute + other.compute,
-                         self.comm + other.comm, self.overhead + other.overhead)
+        return StepParts(self.traffic + other.traffic, self.compute + other.compute, self.comm + other.comm,
+                         self.overhead + other.overhead, self.busy + other.busy)
 
     def scaled(self, factor: float) -> "StepParts":
-        return StepParts(self.traffic * factor, self.compute * factor, self.comm * factor, self.overhead * factor)
+        return StepParts(self.traffic * factor, self.compute * factor, self.comm * factor, self.overhead * factor,
+                         self.busy * factor)
+
+
+def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, precision: WeightPrecision) -> tuple[float, float]:
+    """(weight bytes, GEMM seconds) of the routed experts on the busiest GPU for a decode step of
+    ``batch`` tokens (:mod:`costmodel.serving.moe`)."""
+    touched = busiest_rank_experts(block, instance, batch)
+    each = block.expert_params_each / (instance.tp // instance.ep)
+    nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
+    flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched)
+    seconds = gemm_time(hw.cluster, flops, gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
+    return nbytes, seconds
 
 
 def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, context: float,
                        precision: WeightPrecision, kv_element_bytes: float) -> StepParts:
     """One block in a decode step of ``batch`` sequences of mean ``context`` tokens: weight + KV
-    traffic, GEMM + attention compute, communication and the fixed per-layer step overhead."""
+    traffic (each kernel at the HBM rate its transfer size reaches, :mod:`costmodel.serving.hbm`),
+    GEMM + attention compute, communication and the kernels' fixed costs. Routed experts
+    count only those some token touched, on the busiest GPU (:mod:`costmodel.serving.moe`); the
+    attention core reads only the window of a sliding-window layer, MLA's latent cache with its
+    absorbed decode width (:func:`costmodel.serving.shape.decode_core_width`)."""
     gpu, eff = hw.cluster.gpu, hw.efficiency
-    touched = experts_touched(block, batch) if block.layer.is_moe else None
-    weights = block_weight_params(block, instance, touched) * weight_bytes(precision, hw.rates.mx_blocks)
+    bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory
+    weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
+    gemm = dense_gemm_flops(block, batch / instance.tp)
+    ridge = eff.roofline_sharpness
+    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
-    traffic = (weights + kv) / (gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory)
-    gemm, core = block_forward_flops(block, batch / instance.tp, context)
-    compute = gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute
-    compute += core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention)
-    parts = StepParts(traffic, compute, _block_comm(hw, block, instance, batch), eff.step_overhead_us * 1e-6)
-    return parts.scaled(eff.moe_imbalance) if block.layer.is_moe else parts
+    core = 2.0 * batch * kept * decode_core_width(block) / instance.tp
+    kv_bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.kv_memory
+    attention = StepParts.kernel(stream_seconds(kv, 1, kv_bandwidth), core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
+    if instance.attention_dp:  # attention-DP ranks hold unequal requests; the slowest sets the step
+        attention = attention.scaled(eff.moe_imbalance)
+    parts = dense + attention
+    if block.layer.is_moe:
+        expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
+        skew = eff.moe_imbalance if instance.ep > 1 else 1.0
+        parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
+    overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
+    return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
 
 def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:
@@ -149,7 +207,8 @@ def decode_step_parts(hw: Hardware, shape: ModelShape, instance: Instance, batch
     stage = StepParts()
     for block in shape.blocks:
         stage = stage + decode_block_parts(hw, block, instance, micro, context, precision, kv_element_bytes).scaled(block.count)
-    stage = stage.scaled(1.0 / instance.pp) + StepParts(compute=head_time(hw, shape, instance, micro) / instance.pp)
+    head = head_time(hw, shape, instance, micro) / instance.pp
+    stage = stage.scaled(1.0 / instance.pp) + StepParts(compute=head, busy=head)
     if instance.pp > 1:
         stage = stage + StepParts(comm=pp_hand_off(hw.cluster, micro, shape.hidden_size))
     return stage.scaled(instance.pp)

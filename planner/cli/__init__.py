@@ -62,10 +62,10 @@ def _command_modules() -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line on ``argv`` (default ``sys.argv[1:]``) and return the exit code."""
-    from planner.noise import silence_third_party
+    try:  # first: a Ctrl-C from here on is reported by report() in one line
+        from planner.noise import silence_third_party
 
-    silence_third_party()  # before any subcommand imports torch or transformers
-    try:
+        silence_third_party()  # before any subcommand imports torch or transformers
         parser = build_parser()
         args = parser.parse_args(argv)
         return args.run(args)

@@ -19,16 +19,37 @@ from pathlib import Path
 from planner.cli._common import UsageError, check_output
 
 
-def check_folder(folder: Path, flag: str) -> None:
-    """Refuse a path for the files' folder that exists and is not a directory (a symbolic link too)."""
+def check_folder(folder: Path, flag: str, anchor: Path) -> None:
+    """Refuse a path for the files' folder that exists and is not a directory (a symbolic link too);
+    the message names what the user gave (``flag anchor``), then the folder meshplan derived from it."""
     try:
         info = os.lstat(folder)
     except FileNotFoundError:
         return
     except OSError as err:
-        raise UsageError(f"{flag}: cannot write into {folder}: {err.strerror}") from None
+        raise UsageError(f"{flag} {anchor}: cannot write its plans folder {folder}: {err.strerror}") from None
     if not stat.S_ISDIR(info.st_mode):
-        raise UsageError(f"{flag}: {folder} is in the way of the plans' folder and is not a directory; move it away")
+        raise UsageError(f"{flag} {anchor}: cannot write its plans folder: {folder} is in the way and is not a directory; "
+                         f"move it away or give {flag} another name")
+
+
+def _check_generated(path: Path, anchor: Path, flag: str) -> None:
+    """Refuse a file meshplan names itself (a plan beside the page) when a non-file is in its way or
+    its folder is not writable; the message names what the user gave (``flag anchor``) and says
+    what to move, since the user never typed ``path``."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        info = None
+    except OSError as err:
+        raise UsageError(f"{flag} {anchor}: cannot write its plans folder {path.parent}: {err.strerror}") from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        kind = "a directory" if stat.S_ISDIR(info.st_mode) else "a symbolic link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise UsageError(f"{flag} {anchor}: cannot write its plans folder {path.parent}: {path.name} there is {kind}; "
+                         f"move it away or give {flag} another name")
+    if not os.access(path.parent, os.W_OK):
+        raise UsageError(f"{flag} {anchor}: cannot write its plans folder {path.parent}: it is not writable; "
+                         f"make it writable or give {flag} another name")
 
 
 def write_all(files: dict[Path, str], anchor: Path, flag: str) -> None:
@@ -36,10 +57,12 @@ def write_all(files: dict[Path, str], anchor: Path, flag: str) -> None:
     beside it) or none of them; a failure is a "cannot write" :class:`UsageError`."""
     folders = sorted({p.parent for p in files} - {anchor.parent})
     for folder in folders:
-        check_folder(folder, flag)
+        check_folder(folder, flag, anchor)
     for path in files:
-        if path.parent.is_dir():
+        if path == anchor:
             check_output(str(path), flag)
+        elif path.parent.is_dir():
+            _check_generated(path, anchor, flag)
     base = anchor.parent if str(anchor.parent) else Path(".")
     staging = Path(tempfile.mkdtemp(dir=base, prefix=f".{anchor.name}.", suffix=".tmp"))
     created = [f for f in folders if not f.exists()]

@@ -4,14 +4,17 @@ Aggregated: ``--tp`` (and ``--pp``, ``--ep``, ``--attention-dp``) per replica, N
 replicas. Disaggregated: ``--prefill-workers A --prefill-tp T1 --decode-workers B --decode-tp T2``
 (and their ``--*-pp``, ``--*-ep``, ``--*-attention-dp``) instead of ``--tp``. ``--json`` prints
 ``planner.serve_estimate(...).model_dump()``. A deployment whose weights do not fit is still an
-estimate (exit 0, ``fits: false`` and the shortfall per GPU).
+estimate only in the API (``fits: false``, ``shortfall_gib``); the command prints no rate for it:
+one line on stderr with the shortfall per GPU, exit 3.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from planner.cli._common import EXIT_OK, add_subparser, positive_int
+import sys
+
+from planner.cli._common import EXIT_NO_PLAN, EXIT_OK, add_subparser, positive_int
 
 _EXAMPLES = """\
   meshplan serve-estimate --model llama3.1-70b --cluster dgx-h100 --gpus 8 --tp 4 \\
@@ -74,6 +77,9 @@ def run(args: argparse.Namespace) -> int:
                                     tp=args.tp, pp=args.pp, ep=args.ep, attention_dp=args.attention_dp,
                                     concurrency=args.concurrency, precision=args.precision, kv_dtype=args.kv_dtype,
                                     engine=args.engine, **kwargs)
+    if not result.fits:
+        print(f"meshplan: {result.assumptions[0]}", file=sys.stderr)
+        return EXIT_NO_PLAN
     if args.json:
         print(dumps(result.model_dump(), indent=2))
     else:

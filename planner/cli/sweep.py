@@ -110,7 +110,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
         from planner.cli._files_all import check_folder
 
         report = Path(args.report)
-        check_folder(report.parent / f"{report.stem}_plans", "--report")
+        check_folder(report.parent / f"{report.stem}_plans", "--report", report)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,12 +131,15 @@ def run(args: argparse.Namespace) -> int:
     miss = result.deadline_miss()
     if miss:
         raise NoFeasiblePlanError(miss)
-    print(f"meshplan: swept {len(result.points)} points in {time.perf_counter() - start:.1f} s", file=sys.stderr)
+    swept = f"meshplan: swept {len(result.points)} points in {time.perf_counter() - start:.1f} s"
+    wrote = []  # printed after every file is written: a failure to write is the only line
     if args.report is not None:
-        result = _write_report(result_run, Path(args.report))
+        result, line = _write_report(result_run, Path(args.report))
+        wrote.append(line)
     if args.output is not None:
         write_output(args.output, result.to_csv() if args.output.endswith(".csv") else result.to_json(), "-o")
-        print(f"meshplan: wrote {args.output}", file=sys.stderr)
+        wrote.append(f"meshplan: wrote {args.output}")
+    print("\n".join([swept, *wrote]), file=sys.stderr)
     if args.json:
         sys.stdout.write(result.to_json())
     else:
@@ -146,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _write_report(run_, report: Path):
     """Every point's plan file and plan report, and the page, all or nothing
-    (:func:`planner.cli._files_all.write_all`); returns the result with the file names."""
+    (:func:`planner.cli._files_all.write_all`); returns the result with the file names, and the line
+    that says what was written."""
     from planner.capacity.report import plan_files, render
     from planner.cli._files_all import write_all
 
@@ -161,8 +165,7 @@ def _write_report(run_, report: Path):
     result = run_.result.model_copy(update={"points": points})
     files[report] = render(result, links)
     write_all(files, report, "--report")
-    print(f"meshplan: wrote {report} and {len(links)} plans in {folder}", file=sys.stderr)
-    return result
+    return result, f"meshplan: wrote {report} and {len(links)} plans in {folder}"
 
 
 def _print(result) -> None:

@@ -130,12 +130,13 @@ def estimate(
     if problems:
         raise InputError(*problems)
     if slow is not None or down is not None or _names_groups(cluster):
-        from planner.intake.groups import resolve_hetero
+        from planner.intake.groups import plain_cluster, resolve_hetero
 
         hetero = resolve_hetero(cluster, gpus, slow, down)
-        if hetero.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
+        plain = plain_cluster(hetero, cluster)  # e.g. --slow 5=1 on a preset: the plain estimate below
+        if hetero.is_homogeneous and not plain:  # e.g. --slow 5=1 on one group: exactly the group's own cluster
             cluster = hetero.groups[0].cluster
-        else:
+        elif not plain:
             from planner.estimation.hetero import estimate_on_groups
 
             others = dict(cp=cp, vpp=vpp, ep=ep, schedule=schedule, attention=attention, target=target, precision=precision,

@@ -6,9 +6,7 @@ the homogeneous and the heterogeneous path (``profiles.groups``, ``profiles.degr
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 from costmodel.hetero import HeteroCluster
@@ -16,34 +14,37 @@ from planner.errors import InputError
 
 
 def names_groups(cluster: Any) -> bool:
-    """Whether a cluster argument names groups: ``C:N[,C:N]`` or a JSON file with ``groups``."""
-    from profiles import is_group_spec
+    """Whether a cluster argument names groups: ``C:N[,C:N]`` or a JSON file with ``groups``. The
+    file is read through the gate (``profiles.jsonio``), so a file it refuses (too large, nested too
+    deep, not JSON) raises :class:`InputError` with the line the cluster loader would print."""
+    from profiles import ProfileError, is_group_spec, is_groups_file
 
     if not isinstance(cluster, (str, os.PathLike)):
         return False
     if isinstance(cluster, str) and is_group_spec(cluster):
         return True
-    path = Path(os.fspath(cluster))
-    if path.suffix.lower() != ".json" or not path.is_file():
-        return False
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return False
-    return isinstance(data, dict) and "groups" in data
+        return is_groups_file(cluster)
+    except ProfileError as err:
+        raise InputError(str(err)) from None
+
+
+def plain_cluster(cluster: HeteroCluster, arg: Any) -> bool:
+    """Whether ``cluster``, resolved from the cluster argument ``arg``, is that argument unchanged: one
+    preset, file or ClusterSpec (not groups) with no GPU slow and no node down. It may be two groups
+    (a partial last node, ``profiles.one_cluster``); the caller then plans ``arg`` as it is."""
+    undegraded = all(not g.down_nodes and all(s == 1.0 for s in g.speeds) for g in cluster.groups)
+    return undegraded and not names_groups(arg)
 
 
 def resolve_hetero(cluster: Any, gpus: int | None, slow: Any = None, down: Any = None, headroom_gib: float = 0.0) -> HeteroCluster:
     """The cluster as groups with ``--slow`` / ``--down`` applied; :class:`InputError` on bad input."""
-    from costmodel.hetero import ClusterGroup
     from costmodel.specs import ClusterSpec
-    from profiles import degrade, load_hetero_cluster
+    from profiles import degrade, load_hetero_cluster, one_cluster
 
     try:
-        if isinstance(cluster, ClusterSpec):  # the API's cluster object: one group of ``gpus`` GPUs
-            if not isinstance(gpus, int) or gpus <= 0 or gpus % cluster.gpus_per_node:
-                raise InputError(f"{gpus} GPUs is not a whole number of {cluster.gpus_per_node}-GPU nodes of {cluster.name}")
-            loaded = HeteroCluster(name=cluster.name, groups=(ClusterGroup(cluster=cluster, gpus=gpus),))
+        if isinstance(cluster, ClusterSpec):  # the API's cluster object: ``gpus`` GPUs of it
+            loaded = one_cluster(cluster, gpus)
         elif isinstance(cluster, (str, os.PathLike)):
             loaded = load_hetero_cluster(cluster, gpus)
         else:

@@ -24,6 +24,17 @@ def schema_text() -> str:
     return json.dumps(Plan.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
+def _read(path: Path) -> str | None:
+    """The text of the schema file through the gate (``planner.intake.jsonio``), None when refused."""
+    from planner.errors import InputError
+    from planner.intake.jsonio import read_text
+
+    try:
+        return read_text(path, f"schema file {path}", "regenerate it")
+    except InputError:
+        return None  # not a regular file, too large or not UTF-8: out of date
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the schema (default ``planner/plans/plan.schema.json``), or with ``--check`` exit 1 when the
     file is out of date."""
@@ -33,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     text = schema_text()
     if args.check:
-        same = args.output.exists() and args.output.read_text(encoding="utf-8") == text
+        same = args.output.exists() and _read(args.output) == text
         print(f"{args.output}: {'up to date' if same else 'out of date (run python -m planner.plans.schema_export)'}", file=sys.stderr)
         return 0 if same else 1
     args.output.write_text(text, encoding="utf-8")

@@ -10,6 +10,7 @@ own FLOP formula. Where a row leaves a setting unstated, the assumption is made 
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -379,21 +380,23 @@ def load_runs(csv_path: str | Path) -> tuple[list[PublishedRun], list[tuple[str,
         "narayanan": _narayanan, "megatron": _megatron, "mosaicml": _mosaicml, "shoeybi": _shoeybi,
         "torchtitan": _torchtitan, "nemo": _nemo,
     }
+    from planner.intake.jsonio import read_text
+
     runs, skipped = [], []
-    with open(csv_path, newline="") as handle:
-        for i, row in enumerate(csv.DictReader(handle)):
-            label = f"{i + 2:>2} {row['model']} @{row['num_gpus']}"
-            if source_key(row) not in builders:
-                skipped.append((label, f"{source_key(row)} runs are not modelled yet"))
-                continue
-            step = measured_step_time(row)
-            if step is None or not row["tp"] and source_key(row) == "megatron":
-                skipped.append((label, "parallel configuration or throughput not published"))
-                continue
-            key = source_key(row)
-            model = _row_model(row, key)
-            cluster, config = cluster_for_row(row), builders[key](row)
-            if key == "megatron" and config.pp == 1:
-                config = largest_fitting_micro_batch(model, cluster, config)
-            runs.append(PublishedRun(label, key, model, cluster, config, step, measured_peak_memory_gib(row)))
+    text = read_text(csv_path, f"published runs CSV {csv_path}", "give a CSV in the columns of published_runs.csv")
+    for i, row in enumerate(csv.DictReader(io.StringIO(text, newline=""))):
+        label = f"{i + 2:>2} {row['model']} @{row['num_gpus']}"
+        if source_key(row) not in builders:
+            skipped.append((label, f"{source_key(row)} runs are not modelled yet"))
+            continue
+        step = measured_step_time(row)
+        if step is None or not row["tp"] and source_key(row) == "megatron":
+            skipped.append((label, "parallel configuration or throughput not published"))
+            continue
+        key = source_key(row)
+        model = _row_model(row, key)
+        cluster, config = cluster_for_row(row), builders[key](row)
+        if key == "megatron" and config.pp == 1:
+            config = largest_fitting_micro_batch(model, cluster, config)
+        runs.append(PublishedRun(label, key, model, cluster, config, step, measured_peak_memory_gib(row)))
     return runs, skipped

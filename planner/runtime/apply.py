@@ -31,6 +31,7 @@ from planner.runtime.context_parallel import check_context_parallel
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
+from planner.runtime.precision import FP32, RunPrecision, make_optimizer, mp_policy, plan_precision
 from planner.runtime.stage import ROOT, StageModule, build_stages
 from planner.runtime.tasks import Batch, batch_rows, next_token_loss, reads_tokens, regression_loss, split_rows
 from planner.plans.schema import Plan
@@ -62,6 +63,10 @@ class Runtime:
     tied: list[Any] = field(default_factory=list)
     """Tied embedding / head pairs (:mod:`~planner.runtime.tied`), whose copies' gradients are summed."""
     tied_group: Any = None
+    precision: RunPrecision = FP32
+    """The dtypes this runtime trains with (:mod:`~planner.runtime.precision`)."""
+    compiled: int = 0
+    """Transformer blocks compiled with ``torch.compile`` (the plan's ``config.compile``)."""
     _optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
@@ -161,8 +166,13 @@ def _device(device_type: str | None) -> torch.device:
 
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
-    the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
+    the plan's layers match the module, tied weights are not split, the world has the plan's ranks,
+    and a plan in fp8 runs on a GPU that trains Float8 (:func:`planner.runtime.fp8.check_fp8`)."""
     check_context_parallel(plan.mesh.cp, device_type)
+    if plan.config.precision == "fp8":
+        from planner.runtime.fp8 import check_fp8
+
+        check_fp8(device_type)
     lmap = map_layers(module, plan)
     product = plan.config.num_gpus
     if product != world_size:
@@ -173,19 +183,24 @@ def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) 
 
 
 def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, optimizer: Optimizer | None = None,
-          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> Runtime:
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+          precision: RunPrecision | None = None) -> Runtime:
     """Apply ``plan`` to ``module`` on the initialised default process group; see the module docstring.
 
     ``module`` is the unsplit model (any device, ``meta`` included) whose forward maps token ids
     (batch, seq) to logits (batch, seq, vocab) as the chain of the plan's layers, or, when its first
     layer is no embedding table, features to outputs, trained by default on the mean squared error
     (:mod:`~planner.runtime.tasks`; the head's output is then gathered over tp). Raises InputError
-    (one line) when the plan does not match the module or the world.
+    (one line) when the plan does not match the module or the world. ``precision`` defaults to the
+    plan's (:func:`~planner.runtime.precision.plan_precision`: bf16 compute with fp32 master weights
+    through FSDP2's mixed precision, on every plan, ``dp = 1`` included); ``optimizer`` to AdamW,
+    fused on CUDA.
     """
     if not dist.is_initialized():
         raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
                          "torch.distributed.init_process_group() first")
     device = _device(device_type)
+    precision = precision or plan_precision(plan, device.type)
     lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
     tokens = reads_tokens(module, lmap.units[0].path)
@@ -194,6 +209,10 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.tied import untie
 
         module, tied = untie(module, lmap)
+    if precision.fp8:  # torchao Float8 linears in the blocks, before TP and FSDP2 (torchtitan's order)
+        from planner.runtime.fp8 import convert_blocks
+
+        convert_blocks(module, [u.path for u in lmap.units if u.kind == "block"])
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
@@ -208,15 +227,21 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.expert_parallel import shard_experts
 
         shard_experts(stages, pmesh)
-    if pmesh.dp > 1:
+    compiled = 0
+    if plan.config.compile:  # per block, after TP and checkpointing, before FSDP2 (torchtitan's order)
+        from planner.runtime.compile import compile_blocks
+
+        compiled = compile_blocks(stages)
+    if pmesh.dp > 1 or precision.mixed:  # FSDP2 casts to the compute dtype: a one-rank shard mesh when dp = 1
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:
             apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied and not tied,
-                       expert_mesh=pmesh.expert_dp_mesh())
+                       expert_mesh=pmesh.expert_dp_mesh(), mp_policy=mp_policy(precision))
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
-                      loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
-                      loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied)
+                      loss_parallel=loss_parallel, make_optimizer=optimizer or make_optimizer(device),
+                      loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied,
+                      precision=precision, compiled=compiled)
     if tied:
         from planner.runtime.tied import tied_group
 

@@ -21,6 +21,9 @@ ASSUMPTIONS = (
     "continuous batching in steady state: each request costs one prefill and osl decode steps (Little's law)",
     "decode context = isl + osl/2 tokens on average; causal prefill attends to isl/2 keys on average",
     "embedding and output head in bf16; the blocks' linear layers at the weight precision",
+    "fp4 on a GPU without FP4 tensor cores is weight-only MXFP4 (bf16 GEMMs)",
+    "TP all-reduce as the engine runs it: vLLM / SGLang one-shot or two-shot custom kernels by size, "
+    "TensorRT-LLM the fastest of one-shot, two-shot, NVLS and the NCCL ring",
 )
 
 
@@ -51,15 +54,17 @@ def to_result(ctx: Context, est: Estimate, asked: int | None = None) -> ServeEst
         groups = [_group(est.prefill, "prefill"), _group(est.decode, "decode")]
     fullest = max(groups, key=lambda g: g.memory_gib.weights + g.memory_gib.activations_workspace)
     mem = fullest.memory_gib
-    shortfall = max(max(p.memory.shortfall for p in (est.decode, est.prefill) if p is not None) / GIB, 0.0)
+    shortfall = max(max(p.shortfall for p in (est.decode, est.prefill) if p is not None) / GIB, 0.0)
+    weights_short = max(p.memory.shortfall for p in (est.decode, est.prefill) if p is not None) > 0
     notes = list(ASSUMPTIONS) + [f"engine defaults: {ctx.engine.source}"]
     if asked is not None and asked > est.concurrency and est.fits:
         notes.insert(0, f"concurrency {asked} exceeds the {est.max_concurrency} sequences the KV caches hold: "
                         f"{est.concurrency} run, the rest wait in the queue (their TTFT grows)")
     if not est.fits:
         notes.insert(0, f"does not fit: weights, workspace and runtime need {shortfall:.2f} GiB more per GPU than "
-                        f"the {mem.capacity:.1f} GiB of a {ctx.cluster.gpu.name}" if shortfall > 0 else
-                        f"does not fit: the KV cache cannot hold one sequence of {ctx.isl + ctx.osl} tokens")
+                        f"the {mem.capacity:.1f} GiB of a {ctx.cluster.gpu.name}" if weights_short else
+                        f"does not fit: the KV cache cannot hold one sequence of {ctx.isl + ctx.osl} tokens "
+                        f"({shortfall:.2f} GiB more per GPU)")
     return ServeEstimate(
         model=ctx.spec.name, cluster=ctx.cluster.name, isl=ctx.isl, osl=ctx.osl, precision=ctx.precision,
         kv_dtype=ctx.kv_dtype, engine=ctx.engine_name,

@@ -76,15 +76,15 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     rates = low_precision_rates(spec_cluster.gpu)
     if precision == "fp8" and spec_cluster.gpu.peak_fp8_tflops is None:
         problems.append(f"{spec_cluster.gpu.name} has no FP8 tensor cores; use --precision bf16")
-    if precision == "fp4" and rates.peak_fp4_tflops is None:
-        problems.append(f"{spec_cluster.gpu.name} has no FP4 tensor cores (NVFP4 needs Blackwell, MXFP4 CDNA4); use --precision fp8")
+    if precision == "fp4" and rates.peak_fp4_tflops is None and spec_cluster.gpu.peak_fp8_tflops is None:
+        problems.append(f"{spec_cluster.gpu.name} runs no FP4 weights (weight-only MXFP4 kernels need Hopper or later); use --precision bf16")
     try:
         shape = model_shape(spec)
     except ValueError as err:
         problems.append(str(err))
     if problems:
         raise InputError(*problems)
-    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency())
+    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=DEFAULTS[engine])
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
                    engine=DEFAULTS[engine], isl=isl, osl=osl, precision=precision, kv_dtype=kv)
 

@@ -3,7 +3,8 @@ best homogeneous alternatives"), each planned by the homogeneous search (``searc
 
 - Mixed GPU types (ranked by peak bf16 FLOP/s, then memory): the fastest type's group alone (its healthy nodes: up, every GPU at full speed),
   and every GPU that is up planned as if it were the slowest type (whole nodes of it).
-- Slow GPUs or lost nodes on one group: the straggler-blind plan (the best uniform plan of the
+- Slow GPUs or lost nodes on one GPU type (one group, or a preset's whole nodes and its partial
+  last node, ``profiles.one_cluster``): the straggler-blind plan (the best uniform plan of the
   GPUs that are up, as a planner that ignores speeds finds it, laid out replica after replica in GPU
   order with equal shares and priced on the degraded cluster by ``search.hetero.price.Pricing``, so
   every replica waits for its slowest GPU), and the same search on the healthy nodes only.
@@ -61,19 +62,20 @@ def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch
         alive = sum(len(g.alive_nodes()) * g.cluster.gpus_per_node for g in groups)
         alive -= alive % s.cluster.gpus_per_node
         out.append(_searched("all-as-slowest", f"all {alive} GPUs as {s.cluster.name}", model, s, alive, *job))
-    elif _degraded(groups[0]):
-        g = groups[0]
+    elif any(_degraded(g) for g in groups):  # one type: one group, or whole nodes and a partial last node
         out.append(straggler_blind(model, cluster, *job))
-        healthy = len(healthy_local_nodes(g)) * g.cluster.gpus_per_node
-        out.append(_searched("healthy-only", f"healthy {healthy} GPUs only", model, g, healthy, *job))
+        healthy = sum(len(healthy_local_nodes(g)) * g.cluster.gpus_per_node for g in groups)
+        out.append(_searched("healthy-only", f"healthy {healthy} GPUs only", model, _widest(groups), healthy, *job))
     return out
 
 
 def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, time_limit_s: float,
                     constraints: Constraints | None = None) -> Baseline:
-    """The best uniform plan of one group's GPUs that are up, priced on the degraded cluster."""
-    g = cluster.groups[0]
-    alive = [cluster.first_gpu(0) + n * g.cluster.gpus_per_node + i for n in g.alive_nodes() for i in range(g.cluster.gpus_per_node)]
+    """The best uniform plan of the GPUs that are up, priced on the degraded cluster (one GPU type:
+    one group, or a preset's whole nodes and its partial last node, ``profiles.one_cluster``)."""
+    g = _widest(cluster.groups)
+    alive = [cluster.first_gpu(k) + n * group.cluster.gpus_per_node + i for k, group in enumerate(cluster.groups)
+             for n in group.alive_nodes() for i in range(group.cluster.gpus_per_node)]
     label = "uniform plan, straggler-blind"
     limits = replace(constraints or Constraints(), cp=(1, 1), vpp=(1, 1), ep=(1, 1), schedule="1f1b")
     req = SearchRequest(gpus=len(alive), global_batch=global_batch, seq_len=seq_len, top_k=1, time_limit_s=time_limit_s,
@@ -101,6 +103,11 @@ def healthy_local_nodes(group: ClusterGroup) -> list[int]:
     """The group's nodes (group-local indices) that are up with every GPU at full speed."""
     gpn = group.cluster.gpus_per_node
     return [n for n in group.alive_nodes() if all(group.speed(n * gpn + i) == 1.0 for i in range(gpn))]
+
+
+def _widest(groups: tuple[ClusterGroup, ...]) -> ClusterGroup:
+    """The group with the most GPUs per node: the preset itself when a partial last node is a group."""
+    return max(groups, key=lambda g: g.cluster.gpus_per_node)
 
 
 def _power(group: ClusterGroup) -> tuple[float, float]:

@@ -147,9 +147,11 @@ def test_unknown_gpu_suggests_names() -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ("{not json", "is not valid JSON: Expecting property name enclosed in double quotes at line 1 column 2"),
+        ("{not json", "is not valid JSON (Expecting property name enclosed in double quotes at line 1, column 2); fix the file"),
         ("[1, 2]", "the entry must be a JSON object, got an array"),
         (b"\xff\xfe{}", "is not UTF-8 text"),
+        ("[" * 100_000 + "]" * 100_000, "nests 100000 levels deep (at most 64)"),
+        ('{"gpu": "a100", "x": NaN}', "holds NaN, which is not JSON"),
     ],
 )
 def test_unparseable_files_are_named(tmp_path: Path, content: str | bytes, expected: str) -> None:
@@ -161,10 +163,16 @@ def test_unparseable_files_are_named(tmp_path: Path, content: str | bytes, expec
 
 def test_unreadable_files_are_named(tmp_path: Path) -> None:
     missing = tmp_path / "nope.json"
-    assert _error(str(missing)) == f"cannot read cluster file '{missing}': No such file or directory"
+    assert _error(str(missing)) == f"cannot read cluster file '{missing}': No such file or directory; check the path"
     folder = tmp_path / "folder.json"
     folder.mkdir()
-    assert f"cannot read cluster file '{folder}'" in _error(str(folder))
+    assert _error(str(folder)).startswith(f"cluster file '{folder}' is a directory, not a regular file")
+
+
+def test_a_file_over_the_cap_is_refused_unread(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_text('{"about": "' + "x" * (17 * 2**20) + '"}')
+    assert _error(str(path)) == f"cluster file '{path}' is 17 MiB, over the 16 MiB such a file may be; fix the file"
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,8 @@ def plan_on_groups(homogeneous: Any, kwargs: dict[str, Any], slow: Any, down: An
     from planner.plans.build import check_target_model
 
     cluster = resolve_hetero(kwargs["cluster"], kwargs["gpus"], slow, down, kwargs["memory_headroom_gib"])
+    if plain_cluster(cluster, kwargs["cluster"]):  # e.g. --slow 5=1 on a preset: the plain command's plan
+        return homogeneous(**kwargs)
     if cluster.is_homogeneous:  # e.g. --slow 5=1: exactly the group's own cluster
         return homogeneous(**{**kwargs, "cluster": cluster.groups[0].cluster, "memory_headroom_gib": 0.0})
     model = resolve_model_arg(kwargs["model"], kwargs["trace"])

@@ -2,9 +2,9 @@
 the value's type (int, float, str), or ``FLAG`` for a switch. Transcribed by hand, not extracted by
 a program, from the argument definitions of the released versions named in ``source``; only the
 flags the exports use are listed, and a choice list may lag the release in values the exports never
-write. The exports are checked against these tables (``check_command``) because vLLM, SGLang and
-TensorRT-LLM cannot be installed beside this project's pinned torch, and their parsers do not import
-without their heavy dependencies.
+write. The exports are checked against these tables (``check_command``); the tests also run vLLM's
+and SGLang's own argument code, fetched from the registry (``tests/planner/serving/test_engines_*.py``),
+while TensorRT-LLM's is not reachable from a package registry (README, serving exports).
 """
 
 from __future__ import annotations

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pytest
 
 from costmodel.comm import all_reduce, place_group, send_recv
-from costmodel.serving.comm import kv_transfer, tp_all_reduce
+from costmodel.serving.allreduce import decode_all_reduce, nccl_ring
+from costmodel.serving.comm import kv_transfer
 from costmodel.serving.deployment import Workload, aggregated, disaggregated
 from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
-from costmodel.serving.step import Hardware, decode_step_time
+from costmodel.serving.step import Hardware, decode_step_time, weights_bytes_per_gpu
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
 
@@ -65,10 +66,11 @@ def test_disaggregated_runs_at_the_slower_side() -> None:
     assert few.tpot_s == pytest.approx(more.tpot_s)
 
 
-def test_tp_all_reduce_is_the_training_models_collective() -> None:
+def test_tp_all_reduce_across_nodes_is_the_training_models_ring() -> None:
     cluster = resolve_cluster_arg("dgx-h100")
-    assert tp_all_reduce(cluster, 8, 64, 8192) == all_reduce(cluster, place_group(8, 1, 8), 64 * 8192 * 2.0)
-    assert tp_all_reduce(cluster, 1, 64, 8192) == 0.0
+    assert decode_all_reduce(cluster, "vllm", 16, 64, 8192) == all_reduce(cluster, place_group(16, 1, 8), 64 * 8192 * 2.0)
+    assert nccl_ring(cluster, 16, 1e6) == all_reduce(cluster, place_group(16, 1, 8), 1e6)
+    assert decode_all_reduce(cluster, "trtllm", 1, 64, 8192) == 0.0
 
 
 def test_kv_transfer_of_a_70b_prompt_over_the_network() -> None:
@@ -80,10 +82,12 @@ def test_kv_transfer_of_a_70b_prompt_over_the_network() -> None:
     assert t == pytest.approx(327.68e6 / 4 / (50e9 * 0.9), rel=0.02)
 
 
-def test_fp4_needs_fp4_tensor_cores() -> None:
+def test_fp4_without_fp4_tensor_cores_is_weight_only_mxfp4() -> None:
+    """Hopper runs FP4 checkpoints weight-only (gpt-oss's MXFP4 experts): MXFP4 bytes, bf16 GEMMs."""
     work = Workload(128, 128, "fp4", 1.0)
-    with pytest.raises(ValueError, match="no FP4"):
-        aggregated(_hw("dgx-h100"), LLAMA8B, Instance(), 1, work, DEFAULTS["vllm"])
+    hopper = aggregated(_hw("dgx-h100"), LLAMA8B, Instance(), 1, work, DEFAULTS["vllm"])
+    mx = weights_bytes_per_gpu(LLAMA8B, Instance(), "fp4", True)
+    assert hopper.fits and hopper.decode.memory.weights == pytest.approx(mx)
     est = aggregated(_hw("dgx-b200", LowPrecisionRates(peak_fp4_tflops=9000)), LLAMA8B, Instance(), 1, work, DEFAULTS["vllm"])
     assert est.fits and est.per_gpu > 0
 

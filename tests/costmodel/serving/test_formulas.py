@@ -12,11 +12,8 @@ from costmodel.serving.specs import (
     Instance,
     weight_bytes,
 )
-from costmodel.serving.step import (
-    block_weight_params,
-    experts_touched,
-    weights_bytes_per_gpu,
-)
+from costmodel.serving.moe import experts_touched
+from costmodel.serving.step import block_weight_params, weights_bytes_per_gpu
 from costmodel.specs import ModelSpec, TransformerLayer
 from planner.intake.arguments import resolve_model_arg
 

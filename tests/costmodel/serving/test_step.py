@@ -6,13 +6,19 @@ import pytest
 
 from costmodel.comm import all_to_all, place_group, send_recv
 from costmodel.kernels import gemm_time
+from costmodel.serving.allreduce import kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
-from costmodel.serving.shape import block_forward_flops, model_shape
+from costmodel.serving.engines import DEFAULTS
+from costmodel.serving.hbm import stream_seconds
+from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
     Hardware,
+    decode_block_parts,
     decode_step_parts,
     gemm_speedup,
+    layer_kernels,
+    mx_storage,
     prefill_time,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
@@ -65,3 +71,44 @@ def test_pipeline_stages_multiply_tpot_by_their_micro_batches() -> None:
     one = decode_step_parts(H100, LLAMA70B, Instance(tp=4), 64, 2000, "fp8", 1.0).total
     two = decode_step_parts(H100, LLAMA70B, Instance(tp=4, pp=2), 64, 2000, "fp8", 1.0).total
     assert 0.5 * one < two < 1.5 * one
+
+
+def test_fused_allreduce_norm_drops_two_kernels_per_layer_only_under_tp() -> None:
+    """TensorRT-LLM's AllReduceFusionOp.RESIDUAL_RMS_NORM: the add-and-norm runs inside the all-reduce."""
+    block = LLAMA70B.blocks[0]
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"])
+    assert layer_kernels(trt, block, Instance(tp=4)) == DEFAULTS["trtllm"].kernels_per_layer - 2
+    assert layer_kernels(trt, block, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer
+    assert layer_kernels(H100, block, Instance(tp=4)) == DEFAULTS["vllm"].kernels_per_layer
+
+
+def test_decode_overhead_is_the_graph_kernel_floor_times_the_kernels() -> None:
+    parts = decode_step_parts(H100, LLAMA70B, Instance(tp=1), 8, 2000, "fp8", 1.0)
+    kernels = sum(layer_kernels(H100, b, Instance(tp=1)) * b.count for b in LLAMA70B.blocks)
+    assert parts.overhead == pytest.approx(kernels * kernel_floor_us(H100.cluster) * 1e-6)
+
+
+def test_sliding_window_layers_read_only_their_window() -> None:
+    """gpt-oss-120b: 128-token windows on every other layer (openai/gpt-oss-120b config.json)."""
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    windowed = next(b for b in shape.blocks if b.window == 128)
+    full = next(b for b in shape.blocks if b.window is None)
+    short = decode_block_parts(H100, windowed, Instance(), 16, 8000, "fp8", 1.0)
+    long = decode_block_parts(H100, full, Instance(), 16, 8000, "fp8", 1.0)
+    assert short.traffic < long.traffic
+    kv_long = 16 * 8000 * full.kv_elements_per_token
+    kv_short = 16 * 128 * windowed.kv_elements_per_token
+    bandwidth = 3350e9 * H100.efficiency.kv_memory
+    expected = stream_seconds(kv_long, 1, bandwidth) - stream_seconds(kv_short, 1, bandwidth)
+    assert long.traffic - short.traffic == pytest.approx(expected, rel=1e-6)
+
+
+def test_mla_decodes_in_the_absorbed_latent_form() -> None:
+    """DeepSeek-V3: 128 heads over the 576-wide latent keys and 512-wide latent values (FlashMLA)."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    assert decode_core_width(shape.blocks[0]) == 128 * (512 + 576)
+
+
+def test_weight_only_fp4_on_hopper_streams_mxfp4_and_computes_in_bf16() -> None:
+    assert mx_storage(H100, "fp4") and not mx_storage(H100, "fp8")
+    assert gemm_speedup(H100, "fp4") == 1.0

@@ -85,3 +85,55 @@ def test_sweep_plans_a_mixed_cluster_with_the_heterogeneous_search(meshplan) -> 
     got = json.loads(proc.stdout)
     assert got["request"]["clusters"] == ["dgx-h100:8,dgx-a100:8"] and got["request"]["slow"] == ["3=0.5"]
     assert [p["status"] for p in got["points"]] == ["ok"]
+
+
+def _refused_file(folder: Path, kind: str) -> tuple[Path, str]:
+    """A cluster file the gate refuses (issue 35): nested 100,000 deep, or a 17 MiB groups file."""
+    path = folder / f"{kind}.json"
+    if kind == "nested":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+        return path, "nests 100000 levels deep (at most 64)"
+    path.write_text(json.dumps({"groups": [{"cluster": "dgx-a100", "gpus": 8}], "about": "x" * (17 * 2**20)}))
+    return path, "is 17 MiB, over the 16 MiB such a file may be"
+
+
+@pytest.mark.parametrize("command", ["plan", "estimate", "sweep"])
+@pytest.mark.parametrize("kind", ["nested", "big-groups"])
+def test_cluster_files_the_gate_refuses_exit_2(meshplan, one_line_error, tmp_path: Path, command: str, kind: str) -> None:
+    path, fragment = _refused_file(tmp_path, kind)
+    one_line_error(meshplan(command, *JOB, "--cluster", str(path), "--gpus", "8"), 2, fragment)
+
+
+@pytest.mark.parametrize("kind", ["nested", "big-groups"])
+def test_the_api_raises_input_error_for_them(tmp_path: Path, kind: str) -> None:
+    import planner
+    from planner.errors import InputError
+
+    path, fragment = _refused_file(tmp_path, kind)
+    job = {"model": "gpt-1.7b", "cluster": str(path), "gpus": 8, "global_batch": 32, "seq_len": 2048}
+    for call in (lambda: planner.estimate(**job, tp=1, pp=1), lambda: planner.plan(**job), lambda: planner.plan(**job, slow="3=0.5")):
+        with pytest.raises(InputError, match=fragment.replace("(", r"\(").replace(")", r"\)")):
+            call()
+
+
+ANY_SIZE = ["--model", "gpt-1.7b", "--global-batch", "48", "--seq-len", "2048", "--cluster", "dgx-a100"]
+
+
+@pytest.mark.parametrize("gpus, flags", [
+    ("4", ["--slow", "3=0.5"]), ("3", ["--slow", "0=0.5"]), ("12", ["--slow", "9=0.5"]), ("12", ["--down", "node:0"]),
+    ("12", ["--down", "node:1", "--slow", "2=0.7"]),
+])
+def test_slow_and_down_take_every_size_the_plain_command_takes(meshplan, gpus: str, flags: list[str]) -> None:
+    """Issue 35: a partial node (half a dgx-a100, or one and a half) is planned with --slow / --down too."""
+    assert meshplan("plan", *ANY_SIZE, "--gpus", gpus, "--top-k", "1").returncode == 0
+    for command in ("plan", "estimate"):
+        extra = ["--tp", "1", "--pp", "1"] if command == "estimate" else ["--top-k", "1"]
+        proc = meshplan(command, *ANY_SIZE, "--gpus", gpus, *flags, *extra)
+        assert proc.returncode == 0, f"{command}: {proc.stderr}"
+
+
+def test_a_slowdown_of_one_is_the_plain_plan_on_a_partial_node(meshplan, tmp_path: Path) -> None:
+    plain, same = tmp_path / "plain.json", tmp_path / "same.json"
+    assert meshplan("plan", *ANY_SIZE, "--gpus", "12", "-o", str(plain)).returncode == 0
+    assert meshplan("plan", *ANY_SIZE, "--gpus", "12", "--slow", "3=1", "-o", str(same)).returncode == 0
+    assert plain.read_bytes() == same.read_bytes()

@@ -37,8 +37,19 @@ def test_latency_target_must_be_positive(meshplan, one_line_error) -> None:
 def test_weights_that_do_not_fit_say_by_how_much(capsys) -> None:
     code = main(["serve-estimate", "--model", "llama3.1-405b", "--cluster", "dgx-h100", "--gpus", "2", "--tp", "2",
                  "--isl", "100", "--osl", "100"])
-    out = capsys.readouterr().out
-    assert code == 0 and "fits                     no: short by" in out and "GiB per GPU" in out
+    captured = capsys.readouterr()
+    err = captured.err.strip().splitlines()
+    assert code == 3 and captured.out == "" and len(err) == 1
+    assert "does not fit" in err[0] and "GiB more per GPU" in err[0]
+
+
+def test_a_kv_cache_without_room_for_one_sequence_exits_3_with_the_shortfall(capsys) -> None:
+    """The DeepSeek-R1 row that printed 0 tokens/s: a configuration that does not fit says so."""
+    code = main(["serve-estimate", "--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "1", "--tp", "1",
+                 "--isl", "5000000", "--osl", "1000", "--json"])
+    captured = capsys.readouterr()
+    assert code == 3 and captured.out == ""
+    assert "cannot hold one sequence" in captured.err and "GiB more per GPU" in captured.err
 
 
 def test_unreachable_targets_exit_3_with_the_nearest_miss(capsys) -> None:

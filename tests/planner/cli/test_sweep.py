@@ -67,3 +67,23 @@ def test_a_deadline_nothing_meets_exits_3_with_the_closest_point(meshplan, one_l
     one_line_error(proc, 3, "no point trains within the deadline of 1.0 hours; closest: dgx-h100, ")
     assert re.search(r"closest: dgx-h100, (8|16) GPUs, batch 16, sequence 1024: [0-9.,]+ days \([0-9.,]+ days over\)", proc.stderr)
     assert out.read_text() == "previous sweep"
+
+
+def _in_the_way(tmp_path: Path, where: str) -> tuple[Path, str]:
+    """A ``--report`` whose plans folder cannot be written: the folder's name is a file, or a plan's
+    file name is a directory. Returns the report path and what the error line must say."""
+    report, folder = tmp_path / "r.html", tmp_path / "r_plans"
+    if where == "folder":
+        folder.write_text("mine")
+        return report, f"--report {report}: cannot write its plans folder: {folder} is in the way"
+    (folder / "000-dgx-h100-8gpu-b16-s1024.json").mkdir(parents=True)
+    return report, f"--report {report}: cannot write its plans folder {folder}: 000-dgx-h100-8gpu-b16-s1024.json there is a directory"
+
+
+@pytest.mark.parametrize("where", ["folder", "plan file"])
+def test_an_unwritable_plans_folder_is_the_only_line_and_names_the_report(meshplan, one_line_error, tiny, tmp_path: Path, where: str) -> None:
+    """Issue 35: the error comes alone (no 'swept' line before it) and names the file the user gave."""
+    report, fragment = _in_the_way(tmp_path, where)
+    proc = meshplan("sweep", *tiny, "--gpus", "8", "--global-batch", "16", "--report", str(report))
+    one_line_error(proc, 2, fragment)
+    assert "give a file name such as" not in proc.stderr and not report.exists()

@@ -42,9 +42,9 @@ def test_bad_input_is_one_line(kwargs, fragment) -> None:
     assert fragment in str(err.value) and "\n" not in str(err.value)
 
 
-def test_fp4_on_hopper_is_refused() -> None:
-    with pytest.raises(InputError, match="no FP4 tensor cores"):
-        planner.serve_estimate(**{**BASE, "precision": "fp4"}, tp=4)
+def test_fp4_before_hopper_is_refused() -> None:
+    with pytest.raises(InputError, match="runs no FP4 weights"):
+        planner.serve_estimate(**{**BASE, "cluster": "dgx-a100", "precision": "fp4"}, tp=4)
 
 
 def test_weights_that_do_not_fit_say_by_how_much() -> None:

@@ -90,7 +90,7 @@ def test_the_checker_can_fail() -> None:
 
 def test_vllm_refuses_an_instance_wider_than_a_node(llama_aggregated_plan: ServingPlan) -> None:
     with pytest.raises(InputError, match="across nodes"):
-        export_serving(llama_aggregated_plan, "vllm", 2)
+        export_serving(llama_aggregated_plan, "vllm", 1)
 
 
 def test_unknown_target_is_refused(llama_aggregated_plan: ServingPlan) -> None:

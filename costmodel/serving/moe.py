@@ -1,0 +1,59 @@
+"""Mixture-of-experts decode: which expert weights a step streams and how full their GEMM tiles are.
+
+In decode a step's b tokens each pick top-k of E routed experts, so a layer reads the weights of the
+distinct experts touched, at most min(E, b·k): with uniform routing E·(1 − (1 − k/E)^b) of them
+(the expected number of occupied bins when b·k balls fall into E bins, k distinct per token;
+Feller, "An Introduction to Probability Theory" vol. 1 §II.5 occupancy). Expert parallelism splits
+the E experts over ep ranks and the step waits for the busiest rank, whose count exceeds the mean
+by about sqrt(2 ln ep) standard deviations (the expected maximum of ep roughly Gaussian counts;
+Gumbel's extreme-value approximation, as in Cramér, "Mathematical Methods of Statistics" §28.6).
+A grouped GEMM pads each touched expert's rows to its tile height, so a handful of tokens per expert
+costs a whole tile of tensor-core work (CUTLASS grouped GEMM tiles; vLLM ``fused_moe``
+``moe_align_block_size`` pads every expert's tokens to BLOCK_SIZE_M).
+"""
+
+from __future__ import annotations
+
+import math
+
+from costmodel.serving.shape import BlockShape
+from costmodel.serving.specs import Instance
+
+GROUPED_GEMM_TILE_ROWS = 16
+"""Rows per tile of the decode-time grouped expert GEMM: vLLM's ``fused_moe`` default config for
+small batches (``get_default_config``: BLOCK_SIZE_M 16 when tokens <= experts) and TensorRT-LLM's
+min-latency CUTLASS MoE tiles; a touched expert costs at least one tile of rows."""
+
+
+def experts_touched(block: BlockShape, tokens: float) -> float:
+    """Expected distinct routed experts ``tokens`` tokens pick, top-k of E each, uniform routing:
+    E·(1 − (1 − k/E)^tokens) <= min(E, tokens·k)."""
+    e, k = block.layer.num_experts, block.layer.moe_top_k
+    if not e or tokens <= 0:
+        return 0.0
+    return min(float(e), tokens * k, e * (1.0 - (1.0 - k / e) ** tokens))
+
+
+def busiest_rank_experts(block: BlockShape, instance: Instance, tokens: float) -> float:
+    """Distinct experts the busiest of the ep ranks streams for a step of ``tokens`` tokens: each
+    rank holds E/ep experts, each touched with probability p = touched / E; the busiest rank's count
+    is the mean plus sqrt(2 ln ep) standard deviations, at most E/ep (module docstring)."""
+    e = block.layer.num_experts
+    touched = experts_touched(block, tokens)
+    if instance.ep <= 1 or not e:
+        return touched
+    local = e / instance.ep
+    p = touched / e
+    spread = math.sqrt(max(local * p * (1.0 - p), 0.0) * 2.0 * math.log(instance.ep))
+    return min(local, local * p + spread)
+
+
+def padded_expert_rows(block: BlockShape, instance: Instance, tokens: float, touched: float) -> float:
+    """Token rows the busiest rank's grouped GEMM computes: its share of the ``tokens``·k routed
+    tokens, each of its ``touched`` experts padded up to :data:`GROUPED_GEMM_TILE_ROWS`."""
+    if touched <= 0:
+        return 0.0
+    routed = tokens * block.layer.moe_top_k / instance.ep
+    per_expert = routed / touched
+    tiles = math.ceil(max(per_expert, 1e-9) / GROUPED_GEMM_TILE_ROWS)
+    return touched * tiles * GROUPED_GEMM_TILE_ROWS

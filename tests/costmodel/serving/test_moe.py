@@ -1,0 +1,38 @@
+"""MoE decode: distinct experts touched, the busiest EP rank, grouped-GEMM tile padding
+(costmodel/serving/moe.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel.serving.moe import GROUPED_GEMM_TILE_ROWS, busiest_rank_experts, experts_touched, padded_expert_rows
+from costmodel.serving.shape import model_shape
+from costmodel.serving.specs import Instance
+from planner.intake.arguments import resolve_model_arg
+
+DEEPSEEK = next(b for b in model_shape(resolve_model_arg("deepseek-r1")).blocks if b.layer.is_moe)
+GPT_OSS = model_shape(resolve_model_arg("gpt-oss-120b")).blocks[0]
+
+
+def test_touched_experts_never_exceed_min_of_e_and_tokens_times_k() -> None:
+    for tokens in (1, 4, 32, 256, 4096):
+        touched = experts_touched(DEEPSEEK, tokens)
+        assert touched <= min(256, tokens * 8) + 1e-9
+    assert experts_touched(DEEPSEEK, 1) == pytest.approx(8.0)
+    assert experts_touched(GPT_OSS, 64) == pytest.approx(128 * (1 - (1 - 4 / 128) ** 64))
+
+
+def test_the_busiest_ep_rank_streams_more_than_the_mean_and_at_most_its_experts() -> None:
+    inst = Instance(tp=8, ep=8, attention_dp=True)
+    for tokens in (4, 32, 256):
+        mean = experts_touched(DEEPSEEK, tokens) / 8
+        assert mean < busiest_rank_experts(DEEPSEEK, inst, tokens) <= 32
+    assert busiest_rank_experts(DEEPSEEK, Instance(tp=8), 32) == experts_touched(DEEPSEEK, 32)
+
+
+def test_a_few_tokens_per_expert_cost_a_whole_tile() -> None:
+    inst = Instance(tp=1)
+    touched = experts_touched(GPT_OSS, 4)
+    assert padded_expert_rows(GPT_OSS, inst, 4, touched) == pytest.approx(touched * GROUPED_GEMM_TILE_ROWS)
+    big = experts_touched(GPT_OSS, 8192)
+    assert padded_expert_rows(GPT_OSS, inst, 8192, big) == pytest.approx(8192 * 4, rel=0.05)
