@@ -16,7 +16,7 @@ from costmodel.hetero import HeteroCluster
 from costmodel.specs import ModelSpec
 from planner.errors import InputError, NoFeasiblePlanError
 from planner.estimation.hetero_result import hetero_estimate_result
-from planner.intake.groups import resolve_hetero
+from planner.intake.groups import plain_cluster, resolve_hetero
 from planner.plans.hetero.schema import HeteroInfo, HeteroReplicaInfo, HeteroStageInfo
 from planner.plans.schema import (
     SCHEMA_VERSION,
