@@ -3,10 +3,10 @@
 Usage: python bench/hetero.py [--skip-exhaustive] [--skip-large]
 
 Per case (mixed GPU types, slow GPUs, lost nodes; Llama 3.1 8B and 70B) it prints the predicted step
-of ``search.hetero.search_hetero`` and of each homogeneous baseline, their ratio, the search's
+of ``search.hetero.search.search_hetero`` and of each homogeneous baseline, their ratio, the search's
 seconds (wall and CPU: on a shared machine CPU time is the honest figure), status and gap:
 
-the baselines the plan records (``search.hetero_baselines``):
+the baselines the plan records (``search.hetero.baselines``):
 
 - mixed types: the fastest group alone, and every GPU planned as if it were the slowest type (the
   homogeneous search ``search.core.search_plan`` on a one-type cluster);
@@ -14,8 +14,8 @@ the baselines the plan records (``search.hetero_baselines``):
   with equal shares (what a straggler-blind planner does: every replica waits for the slowest), and
   the same search on the healthy nodes only.
 
-Then the exhaustive check on small mixed clusters (``search.hetero_exhaustive``, the cases of
-``tests/search/test_hetero_exhaustive.py``) and the whole-process time of a 1,024-GPU, three-type
+Then the exhaustive check on small mixed clusters (``search.hetero.exhaustive``, the cases of
+``tests/search/hetero/test_exhaustive.py``) and the whole-process time of a 1,024-GPU, three-type
 search (issue 22: within 10 s). Headline (issue 22): Llama 3.1 8B on ``dgx-h100:16,dgx-a100:32``,
 48 GPUs, batch 512, sequence 4096, at most 0.85x the better baseline.
 
@@ -46,9 +46,9 @@ sys.path.insert(0, str(REPO))
 
 from planner.intake.models.presets import build_preset
 from profiles import degrade, load_hetero_cluster
-from search.hetero import search_hetero
-from search.hetero_baselines import homogeneous_baselines
-from search.hetero_types import HeteroRequest
+from search.hetero.search import search_hetero
+from search.hetero.baselines import homogeneous_baselines
+from search.hetero.types import HeteroRequest
 
 HEADLINE_TARGET = 0.85
 CASES = [
@@ -101,11 +101,11 @@ def _shares(best) -> str:
 
 def exhaustive_check() -> None:
     """The small cases of the test: search vs brute force."""
-    sys.path.insert(0, str(REPO / "tests" / "search"))
-    from hetero_cases import mixed, tiny_model
-    from test_hetero_exhaustive import CASES as SMALL
+    sys.path.insert(0, str(REPO / "tests" / "search" / "hetero"))
+    from cases import mixed, tiny_model
+    from test_exhaustive import CASES as SMALL
 
-    from search.hetero_exhaustive import exhaustive_hetero
+    from search.hetero.exhaustive import exhaustive_hetero
     equal = 0
     print("\nexhaustive check (tiny 4-block model, two GPU types, at most 16 GPUs)")
     for fast, slow_gpus, hbm, slow, down, args in SMALL:

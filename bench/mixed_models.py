@@ -2,7 +2,7 @@
 ``meshplan plan`` would, from specs built here (DeepSeek-V3 is the ``deepseek-v3`` preset now, with
 multi-head latent attention, and ``bench/search_speed.py`` plans it through the CLI).
 
-Usage: python bench/mixed_models.py NAME CLUSTER GPUS GLOBAL_BATCH SEQ_LEN OUT_JSON
+Usage: python bench/mixed_models.py NAME CLUSTER GPUS GLOBAL_BATCH SEQ_LEN OUT_JSON [TARGET]
 
 - ``alternating-moe-12``: a Qwen2-MoE-style model of 12 blocks alternating dense (SwiGLU 5,632) and
   MoE (60 experts, top-4, width 1,408, shared expert 5,632) blocks; hidden 2,048, 16 heads,
@@ -38,9 +38,11 @@ BUILDERS = {"alternating-moe-12": alternating_moe_12}
 
 def main(argv: list[str]) -> int:
     name, cluster, gpus, batch, seq, out = argv[1:7]
+    target = argv[7] if len(argv) > 7 else "native"
     import planner
 
-    plan = planner.plan(model=BUILDERS[name](), cluster=cluster, gpus=int(gpus), global_batch=int(batch), seq_len=int(seq), timing=True)
+    plan = planner.plan(model=BUILDERS[name](), cluster=cluster, gpus=int(gpus), global_batch=int(batch), seq_len=int(seq),
+                        target=target, timing=True)
     planner.save_plan(plan, out)
     return 0
 

@@ -48,7 +48,7 @@ def run_case(model: str, cluster: str, gpus: int, batch: int, seq: int, target: 
     """(wall seconds, finished process) of one ``meshplan plan`` run (``bench/mixed_models.py`` for
     the models it builds); the process's CPU seconds go to :data:`CPU_S`."""
     if model in BUILT:
-        argv = [sys.executable, str(REPO / "bench" / "mixed_models.py"), model, cluster, str(gpus), str(batch), str(seq), str(out)]
+        argv = [sys.executable, str(REPO / "bench" / "mixed_models.py"), model, cluster, str(gpus), str(batch), str(seq), str(out), target]
     else:
         argv = [sys.executable, str(REPO / "cli.py"), "plan", "--model", model, "--cluster", cluster, "--gpus", str(gpus),
                 "--global-batch", str(batch), "--seq-len", str(seq), "--target", target, "-o", str(out), "--timing", *extra]
@@ -65,6 +65,21 @@ CPU_S = [0.0]
 """CPU seconds of the last :func:`run_case` process."""
 
 
+def measure(case: tuple, target: str, tmp: Path) -> dict:
+    """One case planned as a user plans it: wall and CPU seconds, exit code, and from the plan its
+    search status, gap, step time and candidates evaluated (None where the run failed)."""
+    _, model, cluster, gpus, batch, seq, _ = case
+    out = tmp / "plan.json"
+    wall, proc = run_case(model, cluster, gpus, batch, seq, target, out)
+    row = {"wall_s": wall, "cpu_s": CPU_S[0], "exit": proc.returncode, "status": None, "gap": None, "step_s": None, "evaluated": None,
+           "error": proc.stderr.strip().splitlines()[-1] if proc.returncode and proc.stderr.strip() else ""}
+    if proc.returncode == 0:
+        plan = json.loads(out.read_text())
+        s = plan["search"]
+        row.update(status=s["status"], gap=s["optimality_gap"], step_s=plan["estimate"]["step_time_s"], evaluated=s["candidates_evaluated"])
+    return row
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--target", default="native", choices=("native", "megatron", "torchtitan", "deepspeed"))
@@ -76,19 +91,17 @@ def main(argv: list[str]) -> int:
     print(f"{'case':<40} {'wall s':>7} {'cpu s':>6} {'target s':>8} {'ratio':>6}  result")
     worst, gaps = 0.0, []
     with tempfile.TemporaryDirectory() as tmp:
-        for label, model, cluster, gpus, batch, seq, target_s in cases:
-            wall, proc = run_case(model, cluster, gpus, batch, seq, args.target, Path(tmp) / "plan.json")
+        for case in cases:
+            label, target_s = case[0], case[-1]
+            row = measure(case, args.target, Path(tmp))
+            wall = row["wall_s"]
             worst = max(worst, wall / target_s)
-            if proc.returncode == 0:
-                plan = json.loads((Path(tmp) / "plan.json").read_text())
-                s = plan["search"]
-                gaps.append(s["optimality_gap"])
-                result = (f"{s['status']}, gap {s['optimality_gap']:.2%}, step {plan['estimate']['step_time_s']:.3f} s, "
-                          f"{s['candidates_evaluated']:,} evaluated")
+            gaps.append(row["gap"] if row["gap"] is not None else float("inf"))
+            if row["exit"] == 0:
+                result = f"{row['status']}, gap {row['gap']:.2%}, step {row['step_s']:.3f} s, {row['evaluated']:,} evaluated"
             else:
-                gaps.append(float("inf"))
-                result = f"exit {proc.returncode}: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
-            print(f"{label:<40} {wall:>7.2f} {CPU_S[0]:>6.2f} {target_s:>8.0f} {wall / target_s:>6.2f}  {result}", flush=True)
+                result = f"exit {row['exit']}: {row['error']}"
+            print(f"{label:<40} {wall:>7.2f} {row['cpu_s']:>6.2f} {target_s:>8.0f} {wall / target_s:>6.2f}  {result}", flush=True)
     print(f"worst ratio to target: {worst:.2f} ({'within' if worst <= 1 else 'over'} the targets); "
           f"gap <= {GAP_TARGET:.0%} in {sum(g <= GAP_TARGET for g in gaps)} of {len(gaps)} cases")
     cases = [c for c in cases if c in CASES]

@@ -37,6 +37,15 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
    is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``). The
    first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it.
+6. Gradient accumulation (``costmodel.step._accumulation_time``, engines that do not fuse it into the
+   weight-gradient GEMM: the native runtime, torchtitan, DeepSpeed): linear in the rank's parameters,
+   and the step pays the largest rank's, at least the mean rank's.
+The pipelined part's S (term 1) is at least the slowest rank M (S = M at pp 1, where the
+memory-pressure floor is all the bound has), and at least the least sum the ranks' memory allows
+(``search.rank_sum``: where the activations do not fit every rank must recompute some blocks).
+Engines that take one recomputation mode for every layer (torchtitan, DeepSpeed, native ZB-H1:
+:func:`uniform_modes`) are bounded per mode, every layer's time and the pressure floor in that mode,
+and the option's bound is the least over its modes.
 Offload and the refill of a pipeline by recomputation add non-negative time, so leaving them out
 keeps the bound below every step.
 
@@ -57,14 +66,16 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from costmodel.memory import GIB, model_state_bytes
+from costmodel.memory import GIB
 from costmodel.pipeline import ZB_H1_BUBBLE_SHARE
 from costmodel.flops import model_flops_per_step
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
-from costmodel.step import FSDP2_STATE_BYTES, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
-from costmodel.table import CostTable
-from search.exposure import first_rank_floor_s
-from search.pressure import pressure_floor_s
+from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, _optimizer_time, _pipeline_comm, _terms, local_config, straggler_time, view_key
+from costmodel.table import RECOMPUTE_CODES, CostTable
+from search.exposure import bucket_floor_s, first_rank_floor_s, first_rank_terms
+from search.pressure import block_state_bytes, pressure_floor_s
+from search.rank_sum import joint_floor_s, least_sums, rank_sum_extra_s
+from search.targets import RULES, native_zb_modes
 from search.types import SearchRequest
 
 
@@ -82,7 +93,8 @@ class ViewSums:
     """What the bounds need of one local view (no recomputation), computed once per view."""
 
     cum: list[float]
-    """Prefix sums of the layers' fastest micro-batch times, in layer order (0 first)."""
+    """Prefix sums of the layers' micro-batch times in the view (with its recomputation; the fastest
+    under ``none``), in layer order (0 first)."""
     group_times: tuple[float, ...]
     group_counts: tuple[int, ...]
     fwd_s: float
@@ -103,7 +115,7 @@ def view_sums(table: CostTable, view: object, memo: dict | None = None) -> ViewS
         return memo["sums", view]
     slow = table.cluster.efficiency.overlap_slowdown
     costs = [table.cost(g, view) for g in range(len(table.groups))]
-    per_group = np.array([c.fwd_s + c.bwd_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs])
+    per_group = np.array([c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs])
     counts = np.bincount(table.layer_group, minlength=len(costs))
     out = np.array([c.out_bytes for c in costs])
     sums = ViewSums(
@@ -127,23 +139,59 @@ def fastest_sum_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = Non
 
 def bound_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, pressure: bool = True) -> float:
     """A lower bound on the step time of ``cfg`` over every split and recomputation: the sum of the
-    module docstring's terms 1-5 (``memo``, a dict the caller owns, caches what options with the
+    module docstring's terms 1-6 (``memo``, a dict the caller owns, caches what options with the
     same local view share). ``pressure=False`` leaves out the memory-pressure floor of term 1 (the
-    costliest part), for a bound that is cheaper and never higher."""
-    view = local_config(table, cfg, "none")
+    costliest part), for a bound that is cheaper and never higher. Where the option's engine takes
+    one recomputation mode for every layer (:func:`uniform_modes`), the least over those modes of the
+    bound with every layer in that mode."""
+    modes = uniform_modes(cfg) if pressure else None
+    if modes is None:
+        return _mode_bound(table, cfg, memo, pressure, "none", None)
+    return min(_mode_bound(table, cfg, memo, pressure, mode, mode) for mode in modes)
+
+
+def uniform_modes(cfg: ParallelConfig) -> tuple[str, ...] | None:
+    """The recomputation modes of an engine that applies one mode to every layer (``search.targets``:
+    torchtitan and DeepSpeed; the native runtime under ZB-H1, none or full), else None."""
+    rules = RULES.get(cfg.engine)
+    if rules is None:
+        return None
+    zb = native_zb_modes(rules, cfg.schedule, cfg.pp)
+    if zb is not None:
+        return tuple(RECOMPUTE_CODES[m[0]] for m in zb)
+    return rules.recompute_modes if rules.recompute == "uniform" else None
+
+
+def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressure: bool, view_mode: str, mode: str | None) -> float:
+    """:func:`bound_s` with every layer's time taken in ``view_mode`` (its fastest, ``none``, unless
+    the engine fixes one ``mode`` for all layers, which the pressure floor then keeps too)."""
+    view = local_config(table, cfg, view_mode)
     v = view_sums(table, view, memo)
     d = bubble_divisor(cfg)
     slowest = max(_bottleneck(v, cfg.pp, cfg.pp * cfg.vpp, view, memo), _makespan(v, cfg.pp, view, memo))
-    slowest = pressure_floor_s(table, cfg, memo, slowest) if pressure else slowest
+    slowest = pressure_floor_s(table, cfg, memo, slowest, mode) if pressure else slowest
     if slowest == math.inf:  # no configuration of the option fits (and 0·inf would be nan at m = 1)
         return math.inf
     if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
-        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m))
+        others = least_sums(table, cfg, memo, mode, without_first=True) if cfg.pp > 1 else None
+        core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m), others)
     else:
         core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
+    total = v.total_s
+    if pressure and cfg.pp > 1:  # the ranks' sum grows too where memory forces recomputation (search.rank_sum)
+        main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
+        total += rank_sum_extra_s(table, cfg, v.group_times[main], memo, mode)
     gpus = cfg.tp * cfg.pp * cfg.dp * cfg.cp
-    extras = _optimizer_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
-    return core + v.total_s / d + extras + straggler_time(gpus, table.cluster.gpus_per_node)
+    extras = _optimizer_floor(table, cfg, v) + _accumulation_floor(table, cfg, v) + _p2p_floor(table, cfg, v)
+    extras += straggler_time(gpus, table.cluster.gpus_per_node)
+    pipelined = core + max(total, slowest) / d
+    if pressure and cfg.pp > 1 and total > v.total_s:  # memory binds: M and S of one split together (search.rank_sum)
+        main = max(range(len(v.group_counts)), key=lambda g: (v.group_counts[g], -g))
+        others_s = v.total_s - v.group_counts[main] * v.group_times[main]
+        joint = joint_floor_s(table, cfg, slowest, others_s, d, memo, mode, first_rank_terms(table, cfg, view),
+                              bucket_floor_s(table, cfg, view))
+        pipelined = max(pipelined, joint)
+    return pipelined + extras
 
 
 QUICK_MARGIN = 1e-12
@@ -295,16 +343,28 @@ def _optimizer_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> floa
     return _optimizer_time(table, cfg, SimpleNamespace(params=v.params / cfg.pp, expert_params=v.expert_params / cfg.pp))
 
 
+def accumulation_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
+    """Term 6: adding each micro-batch's gradients into the accumulated ones, for a rank holding the
+    mean parameters (``costmodel.step._accumulation_time`` is linear in them and the step pays the
+    largest rank's)."""
+    return _accumulation_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
+
+
+def _accumulation_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums) -> float:
+    return _accumulation_time(table, cfg, SimpleNamespace(params=v.params / cfg.pp, expert_params=v.expert_params / cfg.pp))
+
+
 def dp_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """Term 5: the mean over pipeline ranks of the exposed gradient reduction and parameter gather."""
     return _dp_floor(table, cfg, view_sums(table, local_config(table, cfg, "none"), memo))
 
 
 def _dp_floor(table: CostTable, cfg: ParallelConfig, v: ViewSums, slowest: float | None = None) -> float:
-    if cfg.zero == 3 or cfg.dp * cfg.cp == 1:
+    keeps = _terms(table, cfg).fsdp_keeps_gathered  # FSDP2 under PP: one gather and one reduction per step
+    if (cfg.zero == 3 and not keeps) or cfg.dp * cfg.cp == 1:
         return 0.0
     (dense_red, expert_red), (dense_ag, expert_ag) = _dp_coefficients(table, cfg)
-    per_step = 1 if cfg.zero < 2 else cfg.num_microbatches
+    per_step = 1 if cfg.zero < 2 or keeps else cfg.num_microbatches
     dense, expert = v.params - v.expert_params, v.expert_params
     total = per_step * cfg.grad_reduce_bytes * (_slope(dense_red) * dense + _slope(expert_red) * expert)
     if cfg.overlap_grad_reduce and not (cfg.pp > 1 and _terms(table, cfg).dp_after_flush):
@@ -356,15 +416,13 @@ def _memory_sums(table: CostTable, cfg: ParallelConfig, memo: dict | None) -> tu
 def memory_bound_gib(table: CostTable, cfg: ParallelConfig, memo: dict | None = None) -> float:
     """A lower bound on the peak memory per GPU over every split and recomputation: some rank holds
     at least 1/p of the model states (ZeRO-sharded as ``cfg`` says) and at least 1/p of the
-    activations stored under full recomputation, for at least one micro-batch. The state sizes are
-    the engine's (FSDP2 keeps fp32 sharded parameters: ``costmodel.step.rank_memory``)."""
+    activations stored under full recomputation, for at least one micro-batch, with the allocator's
+    slack on them (``costmodel.step.FRAGMENTATION``). The state sizes are the engine's
+    (:func:`search.pressure.block_state_bytes`: FSDP2's fp32 shards and gathered bf16 copy, whole
+    gradients under pipelining; linear in the parameters, so some rank holds at least 1/p)."""
     params, expert, act = _memory_sums(table, cfg, memo)
-    fsdp2 = _terms(table, cfg).fp32_sharded_params  # type: ignore[arg-type]
-    sizes = FSDP2_STATE_BYTES if fsdp2 else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    shard = cfg.dp * cfg.cp
-    states = sum(model_state_bytes(params - expert, shard, cfg.zero, *sizes))
-    states += sum(model_state_bytes(expert, max(1, shard // cfg.ep), cfg.zero, *sizes))
-    return (states + act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib
+    states = block_state_bytes(table, cfg, params, expert)
+    return (states + (1 + FRAGMENTATION) * act) / cfg.pp / GIB + table.cluster.runtime_overhead_gib
 
 
 def compute_floor_s(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> float:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
+from costmodel.memory import GIB
 from costmodel.step import estimate_step
 from costmodel.table import CostTable, build_cost_table
 from search.bounds import compute_floor_s
@@ -44,6 +45,11 @@ SEEDS = 8
 """Options a time-limited search evaluates before the best-first order (``Frontier.seeds``: sampled
 across the space and from the lowest quick bounds, those that fit in memory), so that a short limit
 still returns a plan."""
+MARGIN_RETRIES = 3
+"""Refinements of an option again with memory kept free, when every split the stage summary proposed
+is over memory in the cost model yet faster than the best plan (the summary steers; the cost model
+decides): each keeps free the least overshoot found plus :data:`MARGIN_STEP_GIB`."""
+MARGIN_STEP_GIB = 0.5
 REFINE_WORK_LIMIT = 30_000
 """Stage evaluations the refinement may spend without a time limit (a deterministic budget, so that
 the same inputs give the same plan; a time limit refines until it expires instead)."""
@@ -157,12 +163,20 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
         if out_of_time or (deadline is None and work >= REFINE_WORK_LIMIT):
             open_bounds.append(bound)
             continue
-        candidates, exhaustive = refine(table, base, rules, req.constraints.recompute, req.target)
+        exhaustive, margin = True, 0.0
+        for attempt in range(MARGIN_RETRIES + 1):
+            candidates, searched = refine(table, base, rules, req.constraints.recompute, req.target, margin)
+            exhaustive = searched if attempt == 0 else exhaustive
+            count += 1
+            work += refine_work(table, base)
+            priced = [Candidate(cfg, estimate_step(table, cfg)) for cfg in candidates]
+            for cand in priced:
+                pool.add(cand)
+            over = [c for c in priced if not c.fits and c.step_time_s < pool.best_s()]
+            if not over or any(c.fits for c in priced):
+                break
+            margin += (min(c.estimate.over_by_gib for c in over) + MARGIN_STEP_GIB) * GIB
         longest = max(longest, time.perf_counter() - began)
-        count += 1
-        work += refine_work(table, base)
-        for cfg in candidates:
-            pool.add(Candidate(cfg, estimate_step(table, cfg)))
         if not exhaustive:
             open_bounds.append(bound)
     return open_bounds, count

@@ -15,9 +15,9 @@ and q, with k a whole number) fits only if k·(P + 1.05·f_r·a(q)) ≤ μ_r, th
 ``costmodel.step.rank_memory`` being non-negative: P the block's parameter, gradient and optimizer
 bytes as the option shards them (``model_state_bytes``), f_r the micro-batches the rank holds at its
 peak (``costmodel.memory.in_flight_microbatches``), 1.05 the allocator slack on activations and
-transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, the
-pinned layers' states and f_r times their least activations, and 1.05 times the largest least
-transient of the rank's layers; its time is k·t(q) plus the pinned layers' least time c_r. Each
+transients (``costmodel.step.FRAGMENTATION``), and μ_r the GPU's memory less the runtime overhead, what the rank holds in
+every split beside its layers (:func:`rank_extra_bytes`), the pinned layers' states and f_r times their least activations, and 1.05 times the largest least
+transient of the rank's layers (P as the engine holds the states: :func:`block_state_bytes`); its time is k·t(q) plus the pinned layers' least time c_r. Each
 pinned layer takes its cheapest mode for time and for memory separately (a relaxation). The least M
 such that ranks of time at most M can hold all n blocks is a
 floor on the slowest rank of every fitting configuration:
@@ -38,10 +38,13 @@ from __future__ import annotations
 
 import math
 
+from types import SimpleNamespace
+
 from costmodel.headroom import usable_gib
-from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
+from costmodel.memory import GIB, in_flight_microbatches, stranded_logit_bytes
+from costmodel.rank_memory import _buffer_bytes, _state_bytes, _tp_embedding_grad_bytes
 from costmodel.specs import ParallelConfig
-from costmodel.step import FRAGMENTATION, FSDP2_STATE_BYTES, _terms, local_config, view_key
+from costmodel.step import FRAGMENTATION, _terms, local_config, view_key
 from costmodel.table import CostTable
 
 BISECTIONS = 24
@@ -50,30 +53,52 @@ n·t/1.7e7, far below the gaps reported)."""
 MODES = ("none", "selective", "full")
 
 
-def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0) -> float:
-    """The module docstring's floor on the slowest rank's micro-batch time, or ``known_s`` (a floor
-    the caller has already) when that is higher; ``inf`` when no configuration of the option fits."""
+RankKey = tuple[float, float, float]
+"""(in-flight micro-batches f_r, pinned layers' least time c_r, bytes left for the blocks μ_r)."""
+
+
+def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
+               mode: str | None = None) -> tuple[int, dict[RankKey, int], dict[RankKey, list[tuple[float, float]]], list[float], RankKey] | None:
+    """The module docstring's ranks: (n blocks, rank key -> how many ranks share it, rank key -> the
+    block's (time, bytes) per mode, the block's time per mode, rank 0's key); None when a rank's
+    pinned layers alone overflow it. ``mode``: every block recomputes that way (one point, thrice)."""
     counts = _counts(table)
     main = max(range(len(counts)), key=lambda g: (counts[g], -g))
-    n = counts[main]
     times, acts, works, state = _block(table, cfg, main, memo)
     room = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB
     slack = 1 + FRAGMENTATION
-    ranks: dict[tuple[float, float, float], int] = {}
+    ranks: dict[RankKey, int] = {}
+    first: RankKey = (0.0, 0.0, 0.0)
     for rank in range(cfg.pp):
         f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
         f = min(f, 1.0) if cfg.offload_activations else f
-        fixed_s, fixed_bytes, pinned_work = 0.0, 0.0, 0.0
+        fixed_s, fixed_bytes, pinned_work = 0.0, rank_extra_bytes(table, cfg, rank, f), 0.0
         for layer in _pinned(table, cfg.pp, rank, main):
             l_times, l_acts, l_works, l_state = _block(table, cfg, int(table.layer_group[layer]), memo)
             fixed_s += min(l_times)
             fixed_bytes += l_state + slack * f * min(l_acts)
             pinned_work = max(pinned_work, min(l_works))
         if fixed_bytes + slack * pinned_work > room:
-            return math.inf  # the layers this rank must hold do not fit on it
+            return None  # the layers this rank must hold do not fit on it
         key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)))
         ranks[key] = ranks.get(key, 0) + 1
+        first = key if rank == 0 else first
     points = {key: [(t, state + slack * key[0] * a) for t, a in zip(times, acts)] for key in ranks}
+    if mode is not None:  # one point, thrice: the mixes of _whole_blocks are that point
+        points = {key: [pts[MODES.index(mode)]] * 3 for key, pts in points.items()}
+    return counts[main], ranks, points, times, first
+
+
+def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = None, known_s: float = 0.0,
+                     mode: str | None = None) -> float:
+    """The module docstring's floor on the slowest rank's micro-batch time, or ``known_s`` (a floor
+    the caller has already) when that is higher; ``inf`` when no configuration of the option fits.
+    ``mode``: every block recomputes that way (engines with one mode per job: the floor over the
+    configurations of that mode alone)."""
+    model = rank_model(table, cfg, memo, mode)
+    if model is None:
+        return math.inf
+    n, ranks, points, times, _ = model
 
     def held(limit_s: float) -> float:
         return sum(count * _whole_blocks(points[key], limit_s - key[1], key[2], n) for key, count in ranks.items())
@@ -121,16 +146,42 @@ def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None)
     times = [c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs]
     acts = [c.act_bytes for c in costs]
     works = [c.work_bytes for c in costs]
-    sizes = FSDP2_STATE_BYTES if _terms(table, cfg).fp32_sharded_params else (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    base = costs[0]
-    shard = cfg.dp * cfg.cp
-    dense = model_state_bytes(base.params - base.expert_params, shard, cfg.zero, *sizes)
-    expert = model_state_bytes(base.expert_params, max(1, shard // cfg.ep), cfg.zero, *sizes)
-    state = dense[0] + dense[1] + expert[0] + expert[1] + (0.0 if cfg.offload_optimizer else dense[2] + expert[2])
+    state = block_state_bytes(table, cfg, costs[0].params, costs[0].expert_params)
     out = (times, acts, works, state)
     if memo is not None:
         memo[key] = out
     return out
+
+
+def rank_extra_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: float, held_grad: bool = False) -> float:
+    """Bytes pipeline rank ``rank`` holds at its peak in every split, beside its layers
+    (``costmodel.rank_memory.rank_parts``): the allocator's stranded logits block at an eager loss
+    (``costmodel.memory.stranded_logit_bytes``, the rank holding the head), and the full-vocabulary
+    embedding gradient under TP (``_tp_embedding_grad_bytes``, rank 0) where the peak phase holds the
+    gradients (an engine that keeps them, or a rank that runs more micro-batches than it holds), or
+    always with ``held_grad`` (the stage search's budget, which steers and need not be a floor: the
+    other peak phase holds them beside one micro-batch fewer)."""
+    terms = _terms(table, cfg)
+    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
+    out = stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0
+    if held_grad or not terms.grads_freed_each_step or cfg.num_microbatches > (1 if cfg.pp == 1 else flight):
+        out += _tp_embedding_grad_bytes(table, cfg, terms, rank)[0]
+    return out
+
+
+def block_state_bytes(table: CostTable, cfg: ParallelConfig, params: float, expert_params: float) -> float:
+    """Parameter, gradient and optimizer bytes of ``params`` (``expert_params`` of them experts) as the
+    option's engine holds them (``costmodel.rank_memory._state_bytes``: ZeRO run as FSDP2, whole
+    gradients under pipelining, fp32 shards), without offloaded optimizer states. Linear in the
+    parameters, so a rank's states are the sum over its layers. A rank's peak counts every one of
+    them, also where the engine frees gradients each step (``costmodel.rank_memory.rank_parts``: the
+    freed gradients stay reserved as ``allocator_cache``). With them, the buffers that grow with the
+    parameters (``costmodel.rank_memory._buffer_bytes``: the stage FSDP2 keeps gathered under
+    pipelining, Transformer Engine's FP8 weight copies)."""
+    terms = _terms(table, cfg)
+    d, e = _state_bytes(cfg, SimpleNamespace(params=params, expert_params=expert_params), terms)  # type: ignore[arg-type]
+    per_param = _buffer_bytes(cfg, SimpleNamespace(params=params, boundary_bytes=0.0, largest_layer_params=0.0), terms)  # type: ignore[arg-type]
+    return d[0] + d[1] + e[0] + e[1] + (0.0 if cfg.offload_optimizer else d[2] + e[2]) + per_param
 
 
 def _most_blocks(points: list[tuple[float, float]], limit_s: float, room: float) -> float:

@@ -17,13 +17,14 @@ KEEP = 3
 
 
 def refine(table: CostTable, base: ParallelConfig, rules: TargetRules, recompute: str | None = None,
-           target: str = "native") -> tuple[list[ParallelConfig], bool]:
+           target: str = "native", margin_bytes: float = 0.0) -> tuple[list[ParallelConfig], bool]:
     """(configurations to evaluate, whether every split was searched) for ``base``; ``recompute``,
     when the user fixed it, is the one mode every recomputable layer takes. Splits with a boundary
-    ``target`` cannot express (``search.targets.forbidden_cuts``) are never proposed."""
+    ``target`` cannot express (``search.targets.forbidden_cuts``) are never proposed. ``margin_bytes``:
+    memory every rank keeps free beyond the stage summary's (``search.stage_model.GroupCosts``)."""
     if not rules.explicit_splits and (rules.recompute != "per_layer" or recompute):
         return [], True
-    gc = group_costs(table, base)
+    gc = group_costs(table, base, margin_bytes)
     balanced = table.default_split(base.pp * base.vpp)
     if recompute:
         mode_sets: list = [(RECOMPUTE_CODES.index(recompute),)]

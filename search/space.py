@@ -159,7 +159,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
     zeros = [z for z in range(4) if c.allows("zero", z) and zero_allowed(rules, z, mesh.pp, mesh.dp, mesh.cp, mesh.ep, moe)]
     split = _engine_split(model, mesh, rules.split)
     sequence = mesh.tp > 1 and model.has_sequence  # SP splits a sequence: none in a recommender or CNN
-    splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.plans.config_checks)
+    splits = (req.seq_len // mesh.cp) % mesh.tp == 0  # SP splits each CP rank's tokens over tp (planner.estimation.config_checks)
     sps = [sp for sp in (rules.sequence_parallel if sequence else (False,)) if c.allows("sp", sp) and (splits or not sp)
            and not (sp and moe and not rules.moe_sequence_parallel)]
     attention = "eager" if "v100" in cluster.gpu.name else "flash"

@@ -11,15 +11,18 @@ source of truth, so this summary only steers the search.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
 from costmodel.headroom import usable_gib
 from costmodel.local import LayerCost
-from costmodel.memory import GIB, in_flight_microbatches, model_state_bytes
+from costmodel.memory import GIB, in_flight_microbatches
+from costmodel.rank_memory import _buffer_bytes
 from costmodel.specs import ParallelConfig
-from costmodel.step import FRAGMENTATION, local_config
+from costmodel.step import FRAGMENTATION, _terms, local_config
 from costmodel.table import RECOMPUTE_CODES, CostTable
+from search.pressure import block_state_bytes, rank_extra_bytes
 
 
 @dataclass(frozen=True)
@@ -34,10 +37,14 @@ class GroupCosts:
     out_bytes: np.ndarray
     recomputable: np.ndarray
     """Whether each group may recompute (otherwise only column 0 applies)."""
+    margin_bytes: float = 0.0
+    """Memory each rank keeps free beyond the summary's own terms (``search.core`` raises it when the
+    cost model finds the summary's best splits just over memory)."""
 
 
-def group_costs(table: CostTable, cfg: ParallelConfig) -> GroupCosts:
-    """Layer costs of every group under every recompute choice for ``cfg``'s local configuration."""
+def group_costs(table: CostTable, cfg: ParallelConfig, margin_bytes: float = 0.0) -> GroupCosts:
+    """Layer costs of every group under every recompute choice for ``cfg``'s local configuration
+    (``margin_bytes``: :attr:`GroupCosts.margin_bytes`)."""
     slow = table.cluster.efficiency.overlap_slowdown
     views = [local_config(table, cfg, code) for code in RECOMPUTE_CODES]
     n = len(table.groups)
@@ -53,7 +60,7 @@ def group_costs(table: CostTable, cfg: ParallelConfig) -> GroupCosts:
             act[g, c], work[g, c] = cost.act_bytes, cost.work_bytes
         base = table.cost(g, views[0])
         params[g], experts[g], out[g] = base.params, base.expert_params, base.out_bytes
-    return GroupCosts(time, act, work, params, experts, out, recomputable)
+    return GroupCosts(time, act, work, params, experts, out, recomputable, margin_bytes)
 
 
 @dataclass(frozen=True)
@@ -67,17 +74,18 @@ class StageBudget:
 
 
 def stage_budget(table: CostTable, cfg: ParallelConfig, gc: GroupCosts, counts: np.ndarray, rank: int, boundary_bytes: float) -> StageBudget:
-    """Fixed memory of a rank holding ``counts`` layers per group: model states, communication
-    buffers and runtime overhead (mirrors ``costmodel.step``), and the activation budget left."""
+    """Fixed memory of a rank holding ``counts`` layers per group: model states as the engine holds
+    them and what the rank holds beside its layers (``search.pressure.block_state_bytes``,
+    ``rank_extra_bytes``), communication buffers (``costmodel.rank_memory._buffer_bytes``) and runtime
+    overhead (mirrors ``costmodel.step``), and the activation budget left."""
     params = float(counts @ gc.params)
     expert = float(counts @ gc.expert_params)
-    sizes = (cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes)
-    dense_shard = cfg.dp * cfg.cp
-    states = sum(model_state_bytes(params - expert, dense_shard, cfg.zero, *sizes))
-    states += sum(model_state_bytes(expert, max(1, dense_shard // cfg.ep), cfg.zero, *sizes))
     largest = float(gc.params[counts > 0].max()) if counts.any() else 0.0
-    buffers = (4 * boundary_bytes if cfg.pp > 1 else 0.0) + (2 * cfg.param_bytes * largest if cfg.zero == 3 else 0.0)
-    buffers += boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
-    capacity = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB
+    flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
+    # the per-parameter buffers are in block_state_bytes already
+    held = SimpleNamespace(params=0.0, boundary_bytes=boundary_bytes, largest_layer_params=largest)
+    states = block_state_bytes(table, cfg, params, expert) + rank_extra_bytes(table, cfg, rank, flight, held_grad=True)
+    buffers = _buffer_bytes(cfg, held, _terms(table, cfg))  # type: ignore[arg-type]
+    capacity = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB - gc.margin_bytes
     flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
     return StageBudget((capacity - states - buffers) / (1 + FRAGMENTATION), flight)

@@ -81,3 +81,32 @@ def test_costmodel_and_search_never_import_the_planner() -> None:
     upward = [(a, b) for a, b in graph.edges if a.startswith(("costmodel", "search", "profiles")) and b.startswith(("planner", "cli"))]
     upward += [(a, b) for a, b in graph.edges if a.startswith("costmodel") and b.startswith(("search", "profiles"))]
     assert not upward, f"imports against the design's direction: {upward}"
+
+
+FORBIDDEN_FOLDER_EDGES = (("planner.plans", "planner.outputs"), ("planner.estimation", "planner.plans"))
+"""Folder pairs (lower, upper) of ``planner/``'s pipeline where the lower one must not import the upper
+(issue 33): the plan is checked and built without the report and export room, and an estimate is
+priced without the plan room (the atomic writes, engine rules, configuration checks and heterogeneous
+pricing both need sit below them)."""
+
+
+def upward_folder_edges(graph: nx.DiGraph) -> list[tuple[str, str]]:
+    """Each import from a module of a lower folder to one of its forbidden upper folder."""
+    def inside(module: str, folder: str) -> bool:
+        return module == folder or module.startswith(folder + ".")
+
+    return sorted((a, b) for a, b in graph.edges for low, high in FORBIDDEN_FOLDER_EDGES if inside(a, low) and inside(b, high))
+
+
+def test_no_planner_folder_imports_one_drawn_above_it() -> None:
+    found = upward_folder_edges(import_graph(ROOT))
+    assert not found, f"imports from a lower planner folder into a higher one: {found}"
+
+
+def test_an_upward_folder_import_is_found(tmp_path: Path) -> None:
+    for folder in ("planner", "planner/plans", "planner/outputs"):
+        (tmp_path / folder).mkdir(parents=True, exist_ok=True)
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "planner" / "outputs" / "atomic.py").write_text("def write_atomic():\n    pass\n")
+    (tmp_path / "planner" / "plans" / "given.py").write_text("def save():\n    from planner.outputs.atomic import write_atomic\n")
+    assert upward_folder_edges(import_graph(tmp_path)) == [("planner.plans.given", "planner.outputs.atomic")]

@@ -12,7 +12,7 @@ Speed inference (:func:`infer_speeds`), from the run record's per-rank times (``
   re-plan).
 
 The re-plan is the heterogeneous search on the plan's cluster with those speeds set
-(``planner.plans.hetero``); the gain is the plan as it was, priced replica by replica on that
+(``planner.plans.hetero.plan``); the gain is the plan as it was, priced replica by replica on that
 cluster (every replica waits for the slowest at the gradient sync), over the new plan's step.
 """
 
@@ -26,7 +26,7 @@ from costmodel.specs import ModelSpec
 from planner.errors import InputError
 from planner.plans.schema import Plan
 from planner.runtime.record import RunRecord
-from search.hetero_types import ReplicaSpec
+from search.hetero.types import ReplicaSpec
 
 SPEED_STEP = 0.05
 """Inferred speeds are rounded to this step."""
@@ -97,7 +97,7 @@ def planned_specs(plan: Plan) -> list[ReplicaSpec]:
     """The old plan's replicas: its ``hetero`` section, or a uniform plan's ranks in Megatron order
     (tp fastest, then dp, then pp: rank = t + tp (d + dp p))."""
     if plan.hetero is not None:
-        from planner.plans.hetero_estimate import specs_of
+        from planner.plans.hetero.specs import specs_of
 
         return specs_of(plan.hetero)
     m, cfg = plan.mesh, plan.config
@@ -112,8 +112,8 @@ def planned_specs(plan: Plan) -> list[ReplicaSpec]:
 
 def replan(plan: Plan, model: ModelSpec, record: RunRecord) -> Replanned:
     """The plan for the cluster as it really ran (see the module docstring)."""
-    from planner.plans.hetero import plan_hetero
-    from planner.plans.hetero_estimate import price_replicas
+    from planner.plans.hetero.plan import plan_hetero
+    from planner.estimation.hetero_result import price_replicas
 
     _check_match(plan, record)
     speeds = infer_speeds(record)

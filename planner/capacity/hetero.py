@@ -21,12 +21,12 @@ from planner.errors import InputError
 from planner.plans.constraints import PlanConstraints
 
 FIXED_ONLY = ("tp", "pp", "micro_batch", "zero")
-"""Constraints the heterogeneous search takes, as fixed values only (``planner.plans.hetero.hetero_request``)."""
+"""Constraints the heterogeneous search takes, as fixed values only (``planner.plans.hetero.plan.hetero_request``)."""
 
 
 def is_mixed_arg(text: str) -> bool:
     """Whether a sweep's ``--cluster`` names GPU groups: every comma part ``C:N``, or a groups JSON file."""
-    from planner.plans.hetero import names_groups
+    from planner.intake.groups import names_groups
 
     parts = [p.strip() for p in text.split(",")]
     counted = [p.rpartition(":")[2].isdigit() and bool(p.rpartition(":")[0]) for p in parts]
@@ -39,7 +39,7 @@ def is_mixed_arg(text: str) -> bool:
 def hetero_specs(clusters: tuple[str, ...], gpus: tuple[int, ...], slow: Any, down: Any) -> dict[str, Any]:
     """Each cluster's point spec (its first group's ``ClusterSpec``), after checking that every
     (cluster, GPU count) resolves with ``slow`` / ``down`` applied; an InputError (one line) otherwise."""
-    from planner.plans.hetero import resolve_hetero
+    from planner.intake.groups import resolve_hetero
 
     specs = {}
     for name in clusters:
@@ -70,7 +70,7 @@ def plan_point(job: Any, task: Any) -> tuple[str | None, str | None, str | None]
     """(plan JSON, HTML report, why there is no plan) of one point as ``meshplan plan`` with the
     sweep's flags plans it (``job`` and ``task`` are ``planner.capacity.runner``'s): the native
     target takes fixed tp, pp, micro-batch and ZeRO only; the others every constraint (they plan
-    uniformly on healthy nodes, ``planner.plans.hetero_uniform``)."""
+    uniformly on healthy nodes, ``planner.plans.hetero.uniform``)."""
     from planner.errors import NoFeasiblePlanError
     from planner.outputs.report import render_report
     from planner.plans.route import plan as make_plan

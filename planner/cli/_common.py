@@ -112,7 +112,7 @@ def write_output(path: str, text: str, flag: str = "-o", executable: bool = Fals
     """Write ``text`` atomically (a temporary file beside ``path``, then a rename): readers see the old
     file or the new one, never a partial one, and on failure nothing is left behind. Refuses what
     :func:`check_output` refuses; a failure to write is a "cannot write" :class:`UsageError`."""
-    from planner.outputs.atomic import write_atomic
+    from planner.atomic import write_atomic
 
     check_output(path, flag)
     try:

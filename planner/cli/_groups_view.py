@@ -11,7 +11,7 @@ Rows = tuple[str, list[str], list[list[str]]]
 def group_rows(cluster: Any, slow: Any = None, down: Any = None) -> Rows:
     """One row per group (GPU and node ranges, slow GPUs, down nodes), then one per link between groups;
     bad input raises ``InputError`` with one line."""
-    from planner.plans.hetero import resolve_hetero
+    from planner.intake.groups import resolve_hetero
 
     hetero = resolve_hetero(cluster, None, slow, down)
     headers = ["group", "preset", "gpu", "GiB/GPU", "GPUs", "nodes", "slow GPUs", "down nodes"]

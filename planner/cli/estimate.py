@@ -212,7 +212,7 @@ def _names_groups(cluster: str | None) -> bool:
     """Whether ``--cluster`` names GPU groups (``C:N[,C:N]``, or a groups JSON file)."""
     if cluster is None:
         return False
-    from planner.plans.hetero import names_groups
+    from planner.intake.groups import names_groups
 
     return names_groups(cluster)
 

@@ -181,7 +181,7 @@ def summary_text(plan: Any) -> str:
     lines += [f"  alternative {a.rank}: {a.summary}: {a.why_lost}" for a in plan.alternatives]
     if plan.hetero is not None:
         from planner.outputs.report.hetero import replica_lines
-        from planner.plans.hetero_gain import gain_lines
+        from planner.plans.hetero.gain import gain_lines
 
         lines += replica_lines(plan) + gain_lines(plan.hetero.baselines)
     return "\n".join(lines) + "\n"

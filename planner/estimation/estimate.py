@@ -15,7 +15,7 @@ from planner.errors import InputError
 from planner.estimation.knobs import knob_settings
 from planner.estimation.result import EstimateResult, estimate_config
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 
 
 def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: Any) -> tuple[ParallelConfig, list[str]]:
@@ -56,7 +56,7 @@ def build_config(model: ModelSpec, cluster: ClusterSpec, gpus: int, **settings: 
 
 
 def _names_groups(cluster: Any) -> bool:
-    from planner.plans.hetero import names_groups
+    from planner.intake.groups import names_groups
 
     return names_groups(cluster)
 
@@ -130,7 +130,7 @@ def estimate(
     if problems:
         raise InputError(*problems)
     if slow is not None or down is not None or _names_groups(cluster):
-        from planner.plans.hetero import plain_cluster, resolve_hetero
+        from planner.intake.groups import plain_cluster, resolve_hetero
 
         hetero = resolve_hetero(cluster, gpus, slow, down)
         plain = plain_cluster(hetero, cluster)  # e.g. --slow 5=1 on a preset: the plain estimate below

@@ -6,7 +6,7 @@ speeds runs it (Megatron-LM, torchtitan and DeepSpeed all do): the GPUs that are
 order, replica after replica, stage after stage (stage s of replica r takes the next ``tp`` GPUs);
 every replica runs the same micro-batches (``global batch / (micro-batch x dp)``). Each stage is
 priced on its own GPU group's hardware at its slowest GPU's speed by the heterogeneous pricing
-(``search.hetero_price.Pricing.estimate``, what a heterogeneous plan's ``estimate --plan`` uses), so
+(``search.hetero.price.Pricing.estimate``, what a heterogeneous plan's ``estimate --plan`` uses), so
 the step is the slowest replica's: the straggler-bound uniform plan. ``meshplan plan`` on the same
 cluster finds uneven shares and per-group stage splits instead.
 
@@ -44,9 +44,9 @@ def estimate_on_groups(model_spec: ModelSpec, cluster: HeteroCluster, *, global_
                        stage_layers: tuple[int, ...] | None, others: dict[str, Any]) -> EstimateResult:
     """The module's estimate; ``others`` holds the settings the heterogeneous pricing does not take
     (each must be unset or its default)."""
-    from planner.plans.config_checks import parallel_problems
-    from planner.plans.hetero_estimate import hetero_estimate_result, price_replicas
-    from search.hetero_baselines import uniform_layout
+    from planner.estimation.config_checks import parallel_problems
+    from planner.estimation.hetero_result import hetero_estimate_result, price_replicas
+    from search.hetero.baselines import uniform_layout
 
     _refuse(others)
     gpus = alive_gpus(cluster)

@@ -145,8 +145,8 @@ def search_option_problems(target: str, top_k: int, time_limit_s: float | None, 
 
 def check_target_model(target: str, model: ModelSpec) -> None:
     """A model the target's launcher cannot build is bad input for ``--target`` (exit 2), not a search."""
-    from planner.outputs.export.common import UnsupportedPlanError
-    from planner.outputs.export.engines import check_model_for
+    from planner.plans.engines.common import UnsupportedPlanError
+    from planner.plans.engines.engines import check_model_for
 
     try:
         check_model_for(target, model)

@@ -21,7 +21,7 @@ from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
 from planner.plans.constraints import PlanConstraints
 from planner.errors import InputError, NoFeasiblePlanError
-from planner.outputs.atomic import write_atomic
+from planner.atomic import write_atomic
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 from planner.plans.schema import Plan
 from search.types import Candidate, Constraints, SearchRequest, SearchResult, SearchStats

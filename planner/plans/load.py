@@ -34,7 +34,7 @@ def check_plan(plan: Plan, model: ModelSpec | None = None, what: str = "the plan
     """Raise :class:`InputError` listing every problem of ``plan`` (``planner.plans.plan_checks``); without
     ``model``, the plan's own layer list or preset is used (:func:`plan_model`)."""
     if plan.hetero is not None:  # a mixed or degraded cluster: its own validator
-        from planner.plans.hetero_checks import hetero_problems
+        from planner.plans.hetero.checks import hetero_problems
 
         problems = hetero_problems(plan, model if model is not None else plan_model(plan))
     else:
@@ -48,7 +48,8 @@ def estimate_plan(path: str | Path, retrace: bool = False) -> EstimateResult:
     after checking the plan as :func:`load_plan` does."""
     plan, model = load_plan_and_model(path, retrace)
     if plan.hetero is not None:  # priced replica by replica, as the search did
-        from planner.plans.hetero_estimate import hetero_estimate_result, price_replicas, specs_of
+        from planner.estimation.hetero_result import hetero_estimate_result, price_replicas
+        from planner.plans.hetero.specs import specs_of
 
         cand = price_replicas(model, plan.hetero.cluster, plan.config, specs_of(plan.hetero))
         return hetero_estimate_result(model, plan.hetero.cluster, cand, list(plan.estimate.assumptions))

@@ -7,7 +7,7 @@ importing ``search`` (networkx style: one independent checker for every algorith
 - every string it carries is one printable line of bounded length (``planner.plans.text_checks``);
 - the mesh, the schedule and the request agree with the configuration, and the degrees multiply to
   the GPU count (``dp x tp x pp x cp``, Megatron-LM ``arguments.py``);
-- the configuration can run the model (``planner.plans.config_checks.parallel_problems``: heads, CP chunks,
+- the configuration can run the model (``planner.estimation.config_checks.parallel_problems``: heads, CP chunks,
   SP, experts, list lengths);
 - every model layer is in exactly one stage and in order: the ``pp x vpp`` stages, in chunk order
   (chunk k runs on pipeline rank k mod pp, Megatron's interleaved layout), cover layers 0..n-1
@@ -37,7 +37,7 @@ from planner.estimation.result import result_from_step
 from planner.plans.schema import SCHEMA_VERSION, Plan
 from planner.plans.text_checks import text_problems
 from planner.plans.target_rules import export_problems, layer_modes, recomputable, stage_sizes, target_problems
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 
 __all__ = ["layer_modes", "plan_problems", "stage_sizes", "target_problems"]
 

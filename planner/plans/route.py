@@ -2,7 +2,7 @@
 
 A cluster argument that names GPU groups (``dgx-h100:16,dgx-a100:32`` or a groups JSON file), or
 comes with ``slow`` / ``down`` (``"5=0.5,node:2=0.7"``, ``"node:3"``), is planned by
-``planner.plans.hetero.plan_on_groups``; every other call is exactly ``planner.plans.build.plan``.
+``planner.plans.hetero.plan.plan_on_groups``; every other call is exactly ``planner.plans.build.plan``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ def plan(*, slow: Any = None, down: Any = None, **kwargs: Any) -> Plan:
     ``NoFeasiblePlanError`` when nothing fits."""
     from planner.plans.build import _check_request, engine_option_problems
     from planner.plans.build import plan as homogeneous
-    from planner.plans.hetero import names_groups, plan_on_groups
+    from planner.intake.groups import names_groups
+    from planner.plans.hetero.plan import plan_on_groups
 
     if slow is None and down is None and not names_groups(kwargs.get("cluster")):
         return homogeneous(**kwargs)

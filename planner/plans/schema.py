@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, Precision
 from planner.plans.constraints import PlanConstraints
 from planner.estimation.result import EstimateResult
-from planner.plans.hetero_schema import HeteroInfo
+from planner.plans.hetero.schema import HeteroInfo
 
 SCHEMA_VERSION = "1.0"
 """Version of the plan layout; ``planner.load_plan`` refuses any other."""
@@ -161,7 +161,7 @@ class Plan(BaseModel):
     alternatives: list[Alternative]
     search: SearchInfo
     hetero: HeteroInfo | None = None
-    """Mixed or degraded cluster only (``planner.plans.hetero_schema``): each replica's and stage's GPU
+    """Mixed or degraded cluster only (``planner.plans.hetero.schema``): each replica's and stage's GPU
     group, speed, share and gradient weight; absent from homogeneous plans' JSON."""
 
     def to_json(self) -> str:

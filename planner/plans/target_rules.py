@@ -155,7 +155,7 @@ def export_problems(plan: Plan, model: ModelSpec) -> list[str]:
     target = plan.request.target
     if target == "native":
         return []
-    from planner.outputs.export.engines import engine_export
+    from planner.plans.engines.engines import engine_export
 
     try:
         engine_export(plan, target, model)

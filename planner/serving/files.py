@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from planner.errors import InputError
-from planner.outputs.atomic import write_atomic
+from planner.atomic import write_atomic
 from planner.intake.jsonio import dumps, read_json
 from planner.serving.schema import SERVING_SCHEMA_VERSION, ServingPlan, WorkerGroup
 

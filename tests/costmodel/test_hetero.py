@@ -11,7 +11,7 @@ from costmodel.hetero_step import estimate_replica
 from costmodel.specs import ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
-from tests.search.hetero_cases import node, tiny_model
+from tests.search.hetero.cases import node, tiny_model
 
 
 def test_one_table_replica_is_estimate_step():

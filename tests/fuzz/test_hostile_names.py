@@ -122,7 +122,7 @@ def test_printable_hostile_names_export_as_text_only(tmp_path, target_plans, val
 def test_exporters_escape_line_breaks_themselves(tmp_path, target_plans, value, target) -> None:
     """Past the validator (a plan built in memory), a line break still cannot leave a comment."""
     from planner.outputs.export import text_of
-    from planner.outputs.export.engines import engine_export
+    from planner.plans.engines.engines import engine_export
     from planner.plans.named_model import plan_model
     from planner.plans.schema import Plan
 

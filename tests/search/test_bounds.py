@@ -39,6 +39,8 @@ CASES = [  # (blocks, experts, gpus, GPUs per node, global batch, seq len, targe
     (4, 0, 8, 2, 8, 128, "torchtitan"),
     (4, 4, 8, 4, 4, 128, "deepspeed"),
     (3, 0, 4, 4, 4, 512, "megatron"),
+    (3, 0, 4, 2, 8, 256, "native"),  # the eager runtime's terms (issue 33): unfused accumulation, FSDP2 states, ZB-H1
+    (4, 4, 8, 4, 4, 128, "native"),
 ]
 
 

@@ -9,7 +9,7 @@ import pytest
 from costmodel.specs import ClusterSpec, EfficiencySpec, EmbeddingLayer, GPUSpec, HeadLayer, ModelSpec, NormLayer, TransformerLayer
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table, default_stage_layers
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 from search.exhaustive import MAX_CONFIGS, configurations, exhaustive_search, space_size
 from search.types import SearchRequest
 

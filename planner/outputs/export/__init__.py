@@ -13,14 +13,14 @@ import json
 from typing import TYPE_CHECKING, Literal, Union
 
 from planner.errors import InputError
-from planner.outputs.export.common import TARGETS, UnsupportedPlanError, resolve_plan_model
-from planner.outputs.export.engines import check_model_for, check_target, engine_export
+from planner.plans.engines.common import TARGETS, UnsupportedPlanError, resolve_plan_model
+from planner.plans.engines.engines import check_model_for, check_target, engine_export
 
 if TYPE_CHECKING:
     from costmodel.specs import ModelSpec
-    from planner.outputs.export.deepspeed import DeepSpeedExport
-    from planner.outputs.export.megatron import MegatronExport
-    from planner.outputs.export.torchtitan import TorchtitanExport
+    from planner.plans.engines.deepspeed import DeepSpeedExport
+    from planner.plans.engines.megatron import MegatronExport
+    from planner.plans.engines.torchtitan import TorchtitanExport
     from planner.plans.schema import Plan
 
     Export = Union[MegatronExport, TorchtitanExport, DeepSpeedExport]

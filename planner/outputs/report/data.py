@@ -41,7 +41,7 @@ class ReportData:
 def collect(plan: Plan, model: ModelSpec | None = None, reestimate: bool = True) -> ReportData:
     """Gather the report's data; the model is rebuilt from the plan unless given. Without the model
     (a moved config file, say) the re-estimates and fragments say why they are missing."""
-    from planner.outputs.export.common import resolve_plan_model
+    from planner.plans.engines.common import resolve_plan_model
 
     reason = ""
     if model is None:

@@ -4,7 +4,7 @@ A mixed or degraded cluster's plan gets its own short report: the summary (step,
 memory, search status and gap), the cluster's groups (GPU type, GPUs, slow GPUs, down nodes), a
 stage/replica map, one row per replica (replicas with the same shape and share are folded into one
 row), each stage coloured by its GPU type in HTML, and the gain over the homogeneous alternatives
-(``planner.plans.hetero_gain``). Pure text building: no I/O.
+(``planner.plans.hetero.gain``). Pure text building: no I/O.
 """
 
 from __future__ import annotations

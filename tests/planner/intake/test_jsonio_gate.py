@@ -25,7 +25,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("planner/cli/run.py", "_rank", "os.open"): "opens os.devnull for writing (a worker's stderr after Ctrl-C)",
     ("planner/cli/run.py", "_on_group", "os.open"): "opens os.devnull for writing (a worker's stderr after Ctrl-C)",
     ("planner/cli/run.py", "_oom_marked", "open"): "creates the launcher's empty out-of-memory marker file (a write)",
-    ("planner/outputs/atomic.py", "write_atomic", "os.fdopen"): "writes the temporary file of an atomic write",
+    ("planner/atomic.py", "write_atomic", "os.fdopen"): "writes the temporary file of an atomic write",
     ("planner/capacity/assemble.py", "_step_time", "json.loads"): "parses plan JSON meshplan itself produced in memory",
     ("planner/runtime/memcheck/cases.py", "config_path", "path.read_text"):
         "compares a config.json meshplan writes into its own temporary folder with what it would write",

@@ -19,7 +19,7 @@ from planner.intake.models.builder import decoder_lm
 from planner.intake.models.presets import build_preset
 from planner.plans.build import build_plan
 from planner.plans.schema import Plan
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
 SEQ, BATCH = 16, 8

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import planner
-from planner.outputs.export.deepspeed import DeepSpeedExport
-from planner.outputs.export.torchtitan import TorchtitanExport
+from planner.plans.engines.deepspeed import DeepSpeedExport
+from planner.plans.engines.torchtitan import TorchtitanExport
 
 
 def test_load_plan_round_trips(plan_of, tmp_plan) -> None:

@@ -6,7 +6,7 @@ import pytest
 
 from planner.errors import InputError
 from planner.outputs.export import check_model_for, engine_export, export, render
-from planner.outputs.export.common import UnsupportedPlanError, chunks, resolve_plan_model, uniform_recompute
+from planner.plans.engines.common import UnsupportedPlanError, chunks, resolve_plan_model, uniform_recompute
 
 
 def test_resolve_plan_model_checks_the_layer_list(plan_of) -> None:

@@ -8,8 +8,8 @@ import pytest
 
 from planner.outputs.export import engine_export, text_of
 from planner.plans.named_model import plan_model
-from planner.outputs.export.common import UnsupportedPlanError
-from planner.outputs.export.deepspeed import DeepSpeedExport, partition_uniform
+from planner.plans.engines.common import UnsupportedPlanError
+from planner.plans.engines.deepspeed import DeepSpeedExport, partition_uniform
 
 PIPE = dict(tp=1, pp=4, dp=4, zero=1, global_batch=64, seq_len=4096, micro_batch=2, recompute="full")
 

@@ -110,7 +110,7 @@ def test_offload_reaches_deepspeeds_zero_and_checkpointing_config(parsed) -> Non
 
 
 def test_fp8_is_refused_in_one_line(plan_of) -> None:
-    from planner.outputs.export.common import UnsupportedPlanError
+    from planner.plans.engines.common import UnsupportedPlanError
 
     plan = plan_of(tp=1, pp=2, dp=4, zero=1, global_batch=64, seq_len=4096, recompute="full", precision="fp8")
     with pytest.raises(UnsupportedPlanError, match="config.precision") as err:
@@ -119,7 +119,7 @@ def test_fp8_is_refused_in_one_line(plan_of) -> None:
 
 
 def test_native_moe_with_zero3_is_refused_as_deepspeeds_engine_does(plan_of) -> None:
-    from planner.outputs.export.common import UnsupportedPlanError
+    from planner.plans.engines.common import UnsupportedPlanError
 
     plan = plan_of(model="mixtral-8x7b", tp=1, pp=1, dp=32, ep=1, zero=3, global_batch=256, seq_len=4096, recompute="full")
     with pytest.raises(UnsupportedPlanError, match="mesh.zero"):

@@ -86,7 +86,7 @@ def test_optimizer_offload_reaches_torchtitans_config(parsed) -> None:
 
 def test_activation_offload_is_refused_in_one_line(plan_of) -> None:
     from planner.outputs.export import export
-    from planner.outputs.export.common import UnsupportedPlanError
+    from planner.plans.engines.common import UnsupportedPlanError
 
     plan = plan_of(cluster="grand-teton-h100", dp=8, zero=3, global_batch=64, seq_len=4096, recompute="full", offload_activations=True)
     with pytest.raises(UnsupportedPlanError, match="config.offload_activations"):

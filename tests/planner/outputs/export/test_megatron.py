@@ -13,8 +13,8 @@ import pytest
 
 import planner
 from planner.outputs.export import engine_export, text_of
-from planner.outputs.export.common import UnsupportedPlanError
-from planner.outputs.export.megatron import MegatronExport
+from planner.plans.engines.common import UnsupportedPlanError
+from planner.plans.engines.megatron import MegatronExport
 from planner.plans.named_model import plan_model
 
 LLAMA70B = dict(model="llama3.1-70b", tp=2, pp=4, cp=2, dp=4, sp=True, zero=1, global_batch=512, seq_len=8192, micro_batch=1)

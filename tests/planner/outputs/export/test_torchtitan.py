@@ -7,7 +7,7 @@ import pytest
 
 from planner.outputs.export import engine_export, text_of
 from planner.plans.named_model import plan_model
-from planner.outputs.export.common import UnsupportedPlanError
+from planner.plans.engines.common import UnsupportedPlanError
 
 FSDP_PP = dict(tp=2, pp=2, dp=4, sp=True, zero=3, global_batch=64, seq_len=4096, micro_batch=2)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.outputs.export.common import resolve_plan_model
+from planner.plans.engines.common import resolve_plan_model
 from planner.outputs.report.whatif import MEMORY_PARTS, what_if
 
 

@@ -1,0 +1,66 @@
+"""The README's search-speed table is the bench's (issue 33): ``bench/readme_figures.py --check``.
+
+CI reruns the fast cases (GPT-3 175B, Mixtral 8x7B, the alternating model; about 15 s of CPU) on the
+default target, native, and compares status, gap, step and candidates exactly and the times within
+the noise band; the other targets and the slow cases are checked by running the bench itself
+(``python bench/readme_figures.py --check``, a few minutes).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "bench"))
+
+import readme_figures as rf  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict:
+    return rf.measure_all(list(rf.FAST_CASES), [rf.DEFAULT_TARGET])
+
+
+def test_the_readme_search_table_matches_a_fresh_run(measured: dict) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert rf.differences(readme, measured) == []
+
+
+def test_an_edited_readme_figure_is_found(measured: dict) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    label = rf.cases()[rf.FAST_CASES[0] - 1][0]
+    row = rf.read_table(readme)[label]
+    cell = row[rf.HEADER.index("native (default): result")]
+    edited_cell = cell.replace("gap ", "gap 1", 1)  # 0.24% -> 10.24%: a figure the bench never printed
+    edited = readme.replace("| " + " | ".join(row) + " |", "| " + " | ".join(row).replace(cell, edited_cell) + " |")
+    assert edited != readme
+    found = rf.differences(edited, measured)
+    assert len(found) == 1 and label in found[0] and "README says" in found[0]
+
+
+def test_a_time_beyond_the_noise_band_is_found(measured: dict) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    label = rf.cases()[rf.FAST_CASES[0] - 1][0]
+    row = rf.read_table(readme)[label]
+    slow = list(row)
+    slow[rf.HEADER.index("CPU s")] = "99.00"
+    edited = readme.replace("| " + " | ".join(row) + " |", "| " + " | ".join(slow) + " |")
+    assert any("CPU s" in line for line in rf.differences(edited, measured))
+
+
+def test_check_exits_1_on_an_edited_readme(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    label = rf.cases()[5][0]  # the alternating model: about a second
+    row = rf.read_table(readme)[label]
+    cell = row[rf.HEADER.index("native (default): result")]
+    edited = tmp_path / "README.md"
+    edited.write_text(readme.replace(cell, cell.replace("step ", "step 9", 1)), encoding="utf-8")
+    assert rf.main(["readme_figures.py", "--check", "--cases", "6", "--targets", "native", "--readme", str(edited)]) == 1
+
+
+def test_time_band() -> None:
+    assert rf.time_ok(5.6, 2.7, "CPU s") and rf.time_ok(1.2, 2.7, "CPU s") and rf.time_ok(25.0, 2.7, "wall s")
+    assert not rf.time_ok(30.0, 2.7, "CPU s") and not rf.time_ok(1.0, 20.0, "CPU s") and not rf.time_ok(60.0, 2.7, "wall s")
