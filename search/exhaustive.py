@@ -25,7 +25,7 @@ out literally (issue 3; the same space ``search.space`` documents):
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
   (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
   ``compile`` is ``request.compile`` (None: the engine's default).
-- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, no sp for MoE models, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
+- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): zb-h1 only with tp 1, a whole number of rounds (micro-batches a
   multiple of max(1, micro-batches // pp)) and one recompute mode for every layer, none or full.
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch import nn
 
 from planner.errors import InputError
-from planner.runtime.context_parallel import check_context_parallel
+from planner.runtime.context_parallel import check_context_parallel, cp_attention, shard_sequence
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
@@ -84,19 +84,25 @@ class Runtime:
         if rows % dp:
             raise InputError(f"global batch {rows} is not divisible by dp {dp}")
         per = rows // dp
-        return split_rows(batch, rank * per, (rank + 1) * per, self.device)
+        inputs, labels = split_rows(batch, rank * per, (rank + 1) * per, self.device)
+        if self.mesh.cp == 1:
+            return inputs, labels
+        cp, cp_rank = self.mesh.cp, self.mesh.coordinate("cp")
+        return shard_sequence(inputs, cp, cp_rank), shard_sequence(labels, cp, cp_rank)
 
     def step(self, batch: Batch) -> float:
         """One training step on the global batch (the same on every rank; see :meth:`local_batch`); the mean loss."""
         inputs, labels = self.local_batch(batch)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
-        ctx = contextlib.nullcontext()
-        if self.loss_parallel:
-            from torch.distributed.tensor.parallel import loss_parallel
+        cp = self.mesh.cp
+        with contextlib.ExitStack() as stack:
+            if self.loss_parallel:
+                from torch.distributed.tensor.parallel import loss_parallel
 
-            ctx = loss_parallel()
-        with ctx:
+                stack.enter_context(loss_parallel())
+            stack.enter_context(cp_attention(self.mesh.mesh["cp"], cp, self.mesh.coordinate("cp"),
+                                             self.plan.request.seq_len, self.device))
             loss = self._forward_backward(inputs, labels)
         if self.tied:
             from planner.runtime.tied import sum_tied_grads
@@ -126,6 +132,15 @@ class Runtime:
         value = torch.zeros((), device=self.device) if loss is None else _plain(loss.detach()).float().reshape(())
         dist.all_reduce(value)
         return float(value) / (dist.get_world_size() // self.mesh.pp)
+
+
+def _shard_positions(stages: list[StageModule], cp_shard: tuple[int, int]) -> None:
+    """Every position-dependent part of the stages follows this cp rank's tokens: the stage's own
+    rotary / position-table calls and the runtime decoder's modules that carry a ``cp_shard``."""
+    for stage in stages:
+        for module in stage.modules():
+            if hasattr(module, "cp_shard"):
+                module.cp_shard = cp_shard
 
 
 def _vocab_sharded_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], tp_mesh: Any,
@@ -162,8 +177,9 @@ def _device(device_type: str | None) -> torch.device:
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
     the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
-    check_context_parallel(plan.mesh.cp, device_type)
     lmap = map_layers(module, plan)
+    m = plan.mesh
+    check_context_parallel(m.cp, plan.request.seq_len, m.tp, m.sp, reads_tokens(module, lmap.units[0].path))
     product = plan.config.num_gpus
     if product != world_size:
         m = plan.mesh
@@ -197,6 +213,8 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
+    if pmesh.cp > 1:
+        _shard_positions(stages, (pmesh.cp, pmesh.coordinate("cp")))
     loss_parallel = pmesh.tp > 1 and tokens
     if pmesh.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
@@ -208,7 +226,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.expert_parallel import shard_experts
 
         shard_experts(stages, pmesh)
-    if pmesh.dp > 1:
+    if pmesh.dp * pmesh.cp > 1:
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:

@@ -227,3 +227,4 @@ def gather_experts(root: nn.Module, params: dict[str, torch.Tensor], prefix: str
             dist.all_gather(parts, out[key].contiguous(), group=module.group)
             out[key] = torch.cat(parts)
     return out
+

@@ -143,7 +143,7 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
 
         shard_experts(stages, pmesh)
     mixed = uses_mixed_precision(plan)
-    if m.dp > 1 or mixed:
+    if m.dp * m.cp > 1 or mixed:  # FSDP2 over dp x cp under context parallelism, as planner.apply
         for stage in stages:
             _shard(stage, pmesh, m.zero, tied, mixed)
     with fake_mode:

@@ -5,7 +5,7 @@ order. A draw is a model (a dense GQA Llama, a GPT-2 with learned positions and 
 Mixtral-style MoE and a traced custom module, each a small ``config.json`` or factory of vocabulary
 :data:`VOCAB`, and a ResNet-style CNN without a sequence dimension, ``cnn_model.py``), a world of 1-8 ranks and either ``meshplan plan`` with random constraints or
 ``meshplan estimate ... -o`` of a random configuration (degrees, sp, ZeRO, schedule, vpp, micro-batch,
-recompute, uneven stage split). Each becomes a :class:`Draw`: a plan to run, or the validator's
+recompute, uneven stage split, cp). Each becomes a :class:`Draw`: a plan to run, or the validator's
 refusal (which must name a native rule), with the exact command that replays it.
 """
 
@@ -84,6 +84,7 @@ def plan_constraints(rng: random.Random, world: int) -> dict[str, Any]:
         "recompute": lambda: _choice(rng, ["none", "selective", "full"]),
         "sp": lambda: _choice(rng, [True, False]),
         "ep": lambda: _choice(rng, [1, 2]),
+        "cp": lambda: _choice(rng, [d for d in (1, 2, 4) if world % d == 0]),
     }
     return {k: make() for k, make in pool.items() if rng.random() < 0.35}
 
@@ -94,10 +95,12 @@ LAYERS = {"cnn": 6}
 
 
 def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[str, Any]:
-    """A random configuration of ``meshplan estimate``: degrees tiling ``world``, and the rest."""
-    tp = _choice(rng, [d for d in _divisors(world) if d <= 4])
-    pp = _choice(rng, [d for d in _divisors(world // tp) if d <= 4])
-    dp = world // (tp * pp)
+    """A random configuration of ``meshplan estimate``: degrees tiling ``world`` (cp 2 or 4 in about a
+    quarter of the even worlds), and the rest."""
+    cp = _choice(rng, [d for d in (2, 4) if world % d == 0]) if world % 2 == 0 and rng.random() < 0.25 else 1
+    tp = _choice(rng, [d for d in _divisors(world // cp) if d <= 4])
+    pp = _choice(rng, [d for d in _divisors(world // (tp * cp)) if d <= 4])
+    dp = world // (tp * pp * cp)
     micro = _choice(rng, [d for d in _divisors(BATCH // dp)])
     cfg: dict[str, Any] = dict(tp=tp, pp=pp, zero=rng.randrange(4), micro_batch=micro,
                                recompute=_choice(rng, ["none", "selective", "full"]), sp=tp > 1 and rng.random() < 0.7)
@@ -108,8 +111,8 @@ def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[s
         elif rng.random() < 0.4:  # an uneven split of the model's layers
             cuts = sorted(rng.sample(range(1, layers), pp - 1))
             cfg["stage_layers"] = [b - a for a, b in zip([0, *cuts], [*cuts, layers])]
-    if rng.random() < 0.15:
-        cfg["cp"] = 2 if dp % 2 == 0 else 1
+    if cp > 1:
+        cfg["cp"] = cp
     return cfg
 
 
