@@ -220,8 +220,6 @@ def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[
         out.append(f"{target} has no context parallelism (cp {_show(c.cp)} given)")
     if not rules.expert_parallel and moe and c.ep is not None and c.ep[0] > 1:
         out.append(f"{target} has no expert parallelism (ep {_show(c.ep)} given)")
-    if target == "native" and c.schedule == "zb-h1" and c.tp is not None and c.tp[0] > 1:
-        out.append(native_rule("native-zb-h1-tp", f"tp {_show(c.tp)} given"))
     if target == "native" and c.schedule == "zb-h1" and c.recompute == "selective":
         out.append(native_rule("native-zb-h1-selective", "recompute selective given"))
     if c.sp is not None and c.sp not in rules.sequence_parallel and (c.sp or (c.tp is not None and c.tp[0] > 1)):

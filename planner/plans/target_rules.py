@@ -115,8 +115,6 @@ def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]
     out = []
     if cfg.schedule == "zb-h1" and cfg.pp > 1:
         n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
-        if cfg.tp > 1:
-            out.append(native_rule("native-zb-h1-tp", f"tp {cfg.tp}"))
         if "selective" in modes:
             out.append(native_rule("native-zb-h1-selective", "selective recomputation"))
         if n % max(1, n // cfg.pp):

@@ -151,12 +151,14 @@ def _vocab_sharded_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Te
     local shard (``Shard(-1)`` over tp, :mod:`~planner.runtime.tensor_parallel`). It is wrapped back
     into a DTensor so that torch's vocab-parallel cross-entropy (``loss_parallel``, active around the
     whole schedule step, backward included) never gathers the full vocabulary; the replicated loss
-    leaves as a plain tensor for the schedule."""
+    leaves as a plain tensor for the schedule, a copy rather than a view of the DTensor's local
+    tensor: the zero-bubble schedule's input-gradient backward (``stage_backward_input`` in
+    torch/distributed/pipelining/_backward.py) detaches the stage output in place, which a view refuses."""
     from torch.distributed.tensor import DTensor, Shard
 
     sharded = DTensor.from_local(logits, tp_mesh, [Shard(-1)], run_check=False)
     loss = loss_fn(sharded, labels)
-    return loss.to_local() if isinstance(loss, DTensor) else loss
+    return loss.to_local().clone() if isinstance(loss, DTensor) else loss
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
