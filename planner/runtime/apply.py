@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch import nn
 
 from planner.errors import InputError
-from planner.runtime.context_parallel import check_context_parallel, cp_attention, shard_sequence
+from planner.runtime.context_parallel import check_context_parallel, cp_attention, shard_positions, shard_sequence
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
@@ -134,15 +134,6 @@ class Runtime:
         return float(value) / (dist.get_world_size() // self.mesh.pp)
 
 
-def _shard_positions(stages: list[StageModule], cp_shard: tuple[int, int]) -> None:
-    """Every position-dependent part of the stages follows this cp rank's tokens: the stage's own
-    rotary / position-table calls and the runtime decoder's modules that carry a ``cp_shard``."""
-    for stage in stages:
-        for module in stage.modules():
-            if hasattr(module, "cp_shard"):
-                module.cp_shard = cp_shard
-
-
 def _vocab_sharded_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], tp_mesh: Any,
                         logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """``loss_fn`` on the last pipeline stage's local vocabulary shard of the logits, under ``loss_parallel``.
@@ -216,7 +207,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
     if pmesh.cp > 1:
-        _shard_positions(stages, (pmesh.cp, pmesh.coordinate("cp")))
+        shard_positions(stages, (pmesh.cp, pmesh.coordinate("cp")))
     loss_parallel = pmesh.tp > 1 and tokens
     if pmesh.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel

@@ -10,11 +10,12 @@ runtime's own decoder and of Hugging Face decoders, learned position tables).
 
 Attention (:func:`cp_attention`), one of two variants (:func:`variant`), chosen by the device:
 
-- ``ring`` on CUDA: torch's ``context_parallel`` (``torch.distributed.tensor.experimental``), ring
-  attention over SDPA's flash / efficient / cuDNN kernels with K/V blocks passed between the cp
-  ranks by point-to-point sends that overlap the block attention (Liu et al. 2023, Ring Attention).
-  Given the full-length position ids it shards them with its own head-tail balancer, which must give
-  this rank's :func:`local_positions` (checked).
+- ``torch`` on CUDA: torch's ``context_parallel`` (``torch.distributed.tensor.experimental``), ring
+  attention over SDPA's flash / efficient / cuDNN kernels, with its ``allgather`` K/V rotation
+  (``set_rotate_method``, torch's and torchtitan's default: each rank's K/V gathered once, attended
+  block by block; Liu et al. 2023, Ring Attention, for the blockwise softmax merge). Given the
+  full-length position ids it shards them with its own head-tail balancer, which must give this
+  rank's :func:`local_positions` (checked).
 - ``allgather`` elsewhere (CPU and gloo, where torch has no ring kernels): every SDPA call
   all-gathers K and V over the cp group (autograd: the backward reduce-scatters their gradients)
   and attends the local query chunks to the whole sequence with the causal mask of their global
@@ -42,12 +43,14 @@ from torch.overrides import TorchFunctionMode
 
 from planner.errors import InputError
 
-VARIANTS = ("ring", "allgather")
+VARIANTS = ("torch", "allgather")
+"""Both gather every rank's K/V over the cp group; the cost model prices that collective and the
+gathered K/V (``EngineTerms.cp_all_gather`` of the native engine, ``costmodel.engines``)."""
 
 
 def variant(device_type: str) -> str:
-    """The attention variant this device runs: ``ring`` (torch's CUDA kernels) or ``allgather``."""
-    return "ring" if device_type == "cuda" else "allgather"
+    """The attention variant this device runs: ``torch`` (torch's CUDA ring kernels) or ``allgather``."""
+    return "torch" if device_type == "cuda" else "allgather"
 
 
 def check_context_parallel(cp: int, seq_len: int, tp: int, sp: bool, tokens: bool) -> None:
@@ -62,6 +65,16 @@ def check_context_parallel(cp: int, seq_len: int, tp: int, sp: bool, tokens: boo
         raise InputError(f"context parallelism (cp {cp}) cuts the sequence into {2 * cp} chunks; seq {seq_len} is not a multiple of {2 * cp}")
     if sp and tp > 1 and (seq_len // cp) % tp:
         raise InputError(f"seq {seq_len} / cp {cp} = {seq_len // cp} tokens are not divisible by tp {tp} under sequence parallelism")
+
+
+def shard_positions(stages: list[Any], cp_shard: tuple[int, int]) -> None:
+    """Every position-dependent module of ``stages`` follows this cp rank's tokens: the stage's own
+    rotary / position-table calls and the runtime decoder's modules, each carrying a ``cp_shard``
+    (cp, cp rank) attribute."""
+    for stage in stages:
+        for module in stage.modules():
+            if hasattr(module, "cp_shard"):
+                module.cp_shard = cp_shard
 
 
 def chunk_ids(cp: int, rank: int) -> tuple[int, int]:
@@ -128,9 +141,12 @@ _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "s
 class AllGatherAttention(TorchFunctionMode):
     """Causal SDPA calls become :func:`allgather_attention` over the cp group while active."""
 
-    def __init__(self, group: Any, cp: int, rank: int) -> None:
+    def __init__(self, group: Any, cp: int, rank: int, exact: bool = True) -> None:
         super().__init__()
-        self.group, self.cp, self.rank = group, cp, rank
+        self.group, self.cp, self.rank, self.exact = group, cp, rank, exact
+        """``exact`` False (the memory check, on fake tensors): the gathered K/V go to SDPA without the
+        position mask, so that it takes the flash kernel a GPU runs (the same saved tensors) rather
+        than the math path a CPU takes for masked attention."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -140,6 +156,9 @@ class AllGatherAttention(TorchFunctionMode):
         if call.get("attn_mask") is not None or not call.get("is_causal") or call.get("dropout_p", 0.0):
             raise InputError("context parallelism shards causal attention without a mask or dropout; this model's "
                              "attention passes a mask, is not causal or has dropout: plan with --cp 1")
+        if not self.exact:
+            q, k, v = call["query"], _GatherSeq.apply(call["key"], self.group), _GatherSeq.apply(call["value"], self.group)
+            return F.scaled_dot_product_attention(q, k, v, scale=call.get("scale"), enable_gqa=bool(call.get("enable_gqa", False)))
         return allgather_attention(call["query"], call["key"], call["value"], self.group, self.cp, self.rank,
                                    call.get("scale"), bool(call.get("enable_gqa", False)))
 
@@ -156,7 +175,9 @@ def cp_attention(mesh: Any, cp: int, rank: int, seq_len: int, device: torch.devi
             yield
         return
     from torch.distributed.tensor.experimental import context_parallel
+    from torch.distributed.tensor.experimental._attention import set_rotate_method
 
+    set_rotate_method("allgather")
     positions = torch.arange(seq_len, device=device)
     with context_parallel(mesh, buffers=[positions], buffer_seq_dims=[0], no_restore_buffers={positions}):
         if not torch.equal(positions, local_positions(seq_len // cp, cp, rank, device)):

@@ -44,7 +44,7 @@ def test_each_rank_holds_chunk_i_and_its_mirror() -> None:
 
 
 def test_variant_follows_the_device() -> None:
-    assert variant("cuda") == "ring" and variant("cpu") == "allgather"
+    assert variant("cuda") == "torch" and variant("cpu") == "allgather"
 
 
 def test_unshardable_sequences_are_refused() -> None:
