@@ -67,12 +67,15 @@ class Reference:
     roundoff: set[str]
 
 
-def reference(model: Any) -> Reference:
-    """Losses and final weights of ``STEPS`` steps of the unsplit model in this process."""
+def reference(model: Any, batch: int | None = None, seq: int | None = None) -> Reference:
+    """Losses and final weights of ``STEPS`` steps of the unsplit model in this process (on batches of
+    ``batch`` x ``seq`` tokens, ``plan_helpers``' BATCH x SEQ by default)."""
     from planner.runtime.apply import default_optimizer, next_token_loss
     from planner.runtime.init import synthetic_tokens
     from planner.runtime.models import build_model
     from plan_helpers import BATCH, SEQ
+
+    BATCH, SEQ = batch or BATCH, seq or SEQ  # noqa: N806
 
     torch.manual_seed(SEED)
     module = build_model(model, device="cpu")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from equality import Job, Reference, compare, reference, results, run_world
+from equality import RTOL, Job, Reference, compare, reference, results, run_world
 from plan_helpers import gpt_spec, llama_spec, make_plan, write_llama_config
 from planner.errors import InputError
 from planner.runtime.context_parallel import check_context_parallel, local_positions, shard_sequence, variant
@@ -97,3 +97,56 @@ def test_four_process_cp_shapes_equal_one_process(models: dict[str, object], ref
     jobs = _jobs({k: models[k] for k in ("llama", "preset")}, SHAPES[4])
     run_world(4, jobs, tmp_path)
     _check(tmp_path, jobs, references)
+
+
+TWIN_ATOL = 5e-5
+"""Weights of the 16-rank twin: 1,024-token sums reduced in another order over 16 ranks leave roundoff on
+near-zero gradient elements that AdamW normalises into moves of ~1e-5 (measured 1.1e-5 on one of 8,192
+elements of one matrix); 5e-5 is 1.7 % of three steps of lr 1e-3. Losses keep ``equality.RTOL``."""
+
+LONG_CONTEXT = ["--model", "llama3.1-8b", "--cluster", "dgx-h100", "--gpus", "16", "--global-batch", "16",
+                "--seq-len", "131072"]
+"""The 128K-token Llama 3.1 8B request on two DGX H100 nodes."""
+
+
+def twin_spec() -> object:
+    """The ``llama3.1-8b`` preset's block scaled down with its 4 : 1 grouped-query ratio (16 heads, 4 KV
+    heads, so that tp 4 splits whole KV heads), hidden 64, FFN 128, vocab 128, 4 layers, 1,024 positions."""
+    from planner.intake.models.builder import decoder_lm
+    from planner.intake.models.presets import build_preset
+
+    block = build_preset("llama3.1-8b").layers[1].model_copy(update=dict(hidden_size=64, num_heads=16, num_kv_heads=4,
+                                                                            head_dim=4, ffn_hidden_size=128))
+    return decoder_lm("llama3.1-8b-twin", blocks=[block] * 4, vocab_size=128, tied_embeddings=False, max_seq_len=1024,
+                      source="llama3.1-8b preset shape, scaled down")
+
+
+def test_long_context_plan_and_its_twin(tmp_path: Path) -> None:
+    """``meshplan plan`` for 128K tokens picks cp > 1 (with ``--cp 2..16`` and without), ``validate``
+    accepts it, and a 4-layer twin with the plan's cp, tp and pp (dp 1 there already: 16 ranks) trains
+    on sequences of 1,024 tokens like one process."""
+    import json
+    import subprocess
+    import sys
+
+    cli = str(HERE.parents[2] / "cli.py")
+    meshes = []
+    for extra in (["--cp", "2..16"], []):
+        out = tmp_path / f"plan{len(meshes)}.json"
+        subprocess.run([sys.executable, cli, "plan", *LONG_CONTEXT, *extra, "-o", str(out)], check=True, capture_output=True)
+        subprocess.run([sys.executable, cli, "validate", str(out)], check=True, capture_output=True)
+        meshes.append(json.loads(out.read_text())["mesh"])
+    assert all(m["cp"] > 1 for m in meshes), meshes
+    mesh = meshes[0]
+    spec = twin_spec()
+    cfg = dict(cp=mesh["cp"], tp=mesh["tp"], pp=mesh["pp"], sp=mesh["tp"] > 1, global_batch=2, seq_len=1024,
+               micro_batch=1, zero=mesh["zero"])
+    if mesh["pp"] > 1:
+        cfg["schedule"] = "1f1b"
+    job = Job("twin-long", spec, make_plan(spec, cfg).to_json())
+    run_world(mesh["cp"] * mesh["tp"] * mesh["pp"], [job], tmp_path)
+    ref = reference(spec, batch=2, seq=1024)
+    losses, params = results(tmp_path, job.name)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref.losses), rtol=RTOL, atol=0)
+    for name, want in ref.params.items():  # AdamW turns roundoff on near-zero gradients into up to ~lr / 100
+        torch.testing.assert_close(params[name], want, rtol=RTOL, atol=TWIN_ATOL, msg=lambda m, n=name: f"{n}: {m}")
