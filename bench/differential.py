@@ -5,8 +5,9 @@ with learned positions and a tied head, a Mixtral-style MoE, a traced custom mod
 CNN without a sequence dimension; 1-8 ranks;
 ``meshplan plan`` with random constraints and ``meshplan estimate -o`` of random configurations:
 tp, pp, dp, cp, ep, sp, ZeRO 0-3, every schedule, vpp, micro-batch counts from 1, recompute modes,
-uneven stage splits), plus the issue's reproductions, trains each for three fp32 steps on CPU gloo
-worlds and compares its losses with one process (1e-3 relative), and runs ``check-memory`` on it (an
+uneven stage splits), plus the issue's reproductions, trains each for three steps on CPU gloo
+worlds as ``meshplan run`` does (bf16 compute, fp32 master weights where the CPU runs bf16) and compares
+its losses with one process trained the same way (``tests/planner/runtime/equality.py`` ``BF16_RTOL``), and runs ``check-memory`` on it (an
 error fails the plan; its figures are kept). Prints plans run / equal /
 refused-with-rule / failed, and each failure's exact replay command (the models are written to
 ``--folder``, kept). Exit 1 when a plan failed.

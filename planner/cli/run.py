@@ -160,11 +160,7 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
         raise InputError(f"the plan has {plan.request.gpus} ranks but torchrun started {world}; "  # type: ignore[attr-defined]
                          f"use --nproc-per-node {plan.request.gpus}")  # type: ignore[attr-defined]
     device = args.device or _default_device()
-    dist.init_process_group("nccl" if device == "cuda" else "gloo")
-    if device == "cuda":
-        import torch
-
-        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+    _init_group(device)
     record = _on_group(lambda: run_plan(plan, model, steps=args.steps, warmup=args.warmup, seed=args.seed,  # type: ignore[arg-type]
                                         device_type=device, retrace=args.retrace))
     if record is None:
@@ -177,6 +173,20 @@ def _rank(args: argparse.Namespace, plan: object, model: object) -> int:
 
         print(record_text(record))
     return EXIT_OK
+
+
+def _init_group(device: str) -> None:
+    """The default process group: gloo on CPU; on CUDA nccl bound to this rank's GPU (``device_id``,
+    after ``set_device``), so that torch.distributed neither guesses the device nor warns about it."""
+    import torch
+    import torch.distributed as dist
+
+    if device != "cuda":
+        dist.init_process_group("gloo")
+        return
+    local = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    torch.cuda.set_device(local)
+    dist.init_process_group("nccl", device_id=local)
 
 
 def _on_group(call: Callable[[], Any]) -> Any:

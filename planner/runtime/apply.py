@@ -31,6 +31,7 @@ from planner.runtime.context_parallel import check_context_parallel, cp_attentio
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
+from planner.runtime.precision import FP32, RunPrecision, make_optimizer, mp_policy, plan_precision
 from planner.runtime.stage import ROOT, StageModule, build_stages
 from planner.runtime.tasks import Batch, batch_rows, next_token_loss, reads_tokens, regression_loss, split_rows
 from planner.plans.schema import Plan
@@ -62,6 +63,10 @@ class Runtime:
     tied: list[Any] = field(default_factory=list)
     """Tied embedding / head pairs (:mod:`~planner.runtime.tied`), whose copies' gradients are summed."""
     tied_group: Any = None
+    precision: RunPrecision = FP32
+    """The dtypes this runtime trains with (:mod:`~planner.runtime.precision`)."""
+    compiled: int = 0
+    """Transformer blocks compiled with ``torch.compile`` (the plan's ``config.compile``)."""
     _optimizer: torch.optim.Optimizer | None = field(default=None, repr=False)
 
     def named_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
@@ -182,19 +187,24 @@ def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) 
 
 
 def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, optimizer: Optimizer | None = None,
-          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None) -> Runtime:
+          loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+          precision: RunPrecision | None = None) -> Runtime:
     """Apply ``plan`` to ``module`` on the initialised default process group; see the module docstring.
 
     ``module`` is the unsplit model (any device, ``meta`` included) whose forward maps token ids
     (batch, seq) to logits (batch, seq, vocab) as the chain of the plan's layers, or, when its first
     layer is no embedding table, features to outputs, trained by default on the mean squared error
     (:mod:`~planner.runtime.tasks`; the head's output is then gathered over tp). Raises InputError
-    (one line) when the plan does not match the module or the world.
+    (one line) when the plan does not match the module or the world. ``precision`` defaults to the
+    plan's (:func:`~planner.runtime.precision.plan_precision`: bf16 compute with fp32 master weights
+    through FSDP2's mixed precision, on every plan, ``dp = 1`` included); ``optimizer`` to AdamW,
+    fused on CUDA.
     """
     if not dist.is_initialized():
         raise InputError("planner.apply needs an initialised process group: start under torchrun and call "
                          "torch.distributed.init_process_group() first")
     device = _device(device_type)
+    precision = precision or plan_precision(plan, device.type)
     lmap = preflight(plan, module, dist.get_world_size(), device.type)
     pmesh = build_mesh(plan, device.type, dist.get_world_size())
     tokens = reads_tokens(module, lmap.units[0].path)
@@ -219,15 +229,21 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.expert_parallel import shard_experts
 
         shard_experts(stages, pmesh)
-    if pmesh.dp * pmesh.cp > 1:
+    compiled = 0
+    if plan.config.compile:  # per block, after TP and checkpointing, before FSDP2 (torchtitan's order)
+        from planner.runtime.compile import compile_blocks
+
+        compiled = compile_blocks(stages)
+    if pmesh.dp * pmesh.cp > 1 or precision.mixed:  # FSDP2 casts to the compute dtype: a one-rank shard mesh when dp = 1
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:
             apply_fsdp(stage, pmesh.dp_mesh(), zero=plan.mesh.zero, tied=lmap.tied and not tied,
-                       expert_mesh=pmesh.expert_dp_mesh())
+                       expert_mesh=pmesh.expert_dp_mesh(), mp_policy=mp_policy(precision))
     runtime = Runtime(plan=plan, mesh=pmesh, layers=lmap, stages=stages, chunks=chunks, device=device,
-                      loss_parallel=loss_parallel, make_optimizer=optimizer or default_optimizer,
-                      loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied)
+                      loss_parallel=loss_parallel, make_optimizer=optimizer or make_optimizer(device),
+                      loss_fn=loss_fn or (next_token_loss if tokens else regression_loss), tied=tied,
+                      precision=precision, compiled=compiled)
     if tied:
         from planner.runtime.tied import tied_group
 

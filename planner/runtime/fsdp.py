@@ -39,6 +39,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import torch
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
@@ -59,11 +60,34 @@ def apply_fsdp(stage: StageModule, dp_mesh: DeviceMesh, *, zero: int, tied: bool
         if tied and unit.kind in ("embedding", "head"):
             continue
         for _, experts in expert_modules(module):
+            fresh_outputs(experts)
             fully_shard(experts, mesh=expert_mesh, reshard_after_forward=reshard,
                         shard_placement_fn=partial(_expert_placement, experts.local, expert_mesh), **kwargs)
         if any(True for _ in module.parameters()):
+            fresh_outputs(module)
             fully_shard(module, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
+    fresh_outputs(stage)
     fully_shard(stage, mesh=dp_mesh, reshard_after_forward=reshard, **kwargs)
+
+
+def fresh_outputs(module: nn.Module) -> None:
+    """Make ``module`` (about to become an FSDP unit) return no view tensors.
+
+    FSDP2 registers its pre-backward hook on each output tensor of a unit; an in-place op on an output
+    that is a view (the sequence-parallel embedding's local shard, ``DTensor.to_local()``) would drop
+    that hook and skip the backward all-gather (FSDP2's own warning, ``FSDPState._register_pre_backward_hook``,
+    torch/distributed/fsdp/_fully_shard/_fsdp_state.py). A forward hook registered before ``fully_shard``
+    runs before FSDP2's (which it appends) and replaces every view among the outputs by a copy."""
+    module.register_forward_hook(_copy_views)
+
+
+def _copy_views(module: nn.Module, args: object, output: object) -> object:
+    if isinstance(output, torch.Tensor):
+        return output.clone() if output._base is not None else output
+    if isinstance(output, tuple):
+        return type(output)(*(_copy_views(module, args, x) for x in output)) if hasattr(output, "_fields") \
+            else tuple(_copy_views(module, args, x) for x in output)
+    return output
 
 
 def _expert_placement(local: int, mesh: DeviceMesh, param: nn.Parameter) -> Shard:

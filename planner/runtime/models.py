@@ -22,6 +22,7 @@ from torch import nn
 
 from costmodel.specs import EmbeddingLayer, HeadLayer, ModelSpec, NormLayer, TransformerLayer
 from planner.errors import InputError
+from planner.runtime.attention import causal_attention
 
 
 def _norm(kind: str, hidden: int) -> nn.Module:
@@ -92,7 +93,7 @@ class Attention(nn.Module):
         if self.inv_freq is not None:
             q, k = _rotate(q, self.inv_freq, self.cp_shard), _rotate(k, self.inv_freq, self.cp_shard)
         k, v = k.repeat_interleave(self.group, 1), v.repeat_interleave(self.group, 1)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        out = causal_attention(q, k, v)
         return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))
 
 

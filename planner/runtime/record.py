@@ -81,6 +81,33 @@ class Environment(BaseModel):
     hostnames: list[str]
 
 
+class Training(BaseModel):
+    """How the steps ran: dtypes, kernels, compile and fp8 (``planner.runtime.precision``)."""
+
+    model_config = _RECORD
+    compute_dtype: str
+    """Dtype of the forward and backward (FSDP2's ``param_dtype``): ``bfloat16`` or ``float32``."""
+    master_dtype: str
+    """Dtype of the parameters the optimizer updates and of its states."""
+    reduce_dtype: str
+    """Dtype gradients are reduced in across data-parallel ranks."""
+    precision_reason: str
+    """Why the compute dtype is what it is (a CPU without native bf16 keeps fp32)."""
+    optimizer: str
+    """The optimizer and its implementation (fused on CUDA)."""
+    attention: str
+    """The attention call and the SDPA backends it may use."""
+    compile: bool
+    """Transformer blocks ran under ``torch.compile`` (the plan's ``config.compile``)."""
+    compiled_blocks: int
+    """How many blocks (on this rank 0) were compiled."""
+    fp8: bool
+    """Linear layers trained in Float8 (torchao, the plan's ``config.precision``)."""
+    fp8_recipe: str | None = None
+    startup_s: float | None = None
+    """Seconds from the process's start to the start of the first training step (rank 0)."""
+
+
 class Comparison(BaseModel):
     """One measured quantity with the plan's prediction and the relative error."""
 
@@ -147,6 +174,8 @@ class RunRecord(BaseModel):
     peak_memory_gib: Comparison
     """Largest rank's peak allocated memory vs the plan's ``estimate.peak_memory_gib``."""
     memory: list[RankMemory] = Field(default_factory=list)
+    training: Training | None = None
+    """Dtypes, attention, compile and fp8 of the run (``meshplan run``; None in share runs' records)."""
     notes: list[str] = Field(default_factory=list)
     """What the reader must know (CPU peak is the plan's GPU, weights from seed, ...)."""
     rank_times: list[RankTime] | None = None
@@ -156,10 +185,13 @@ class RunRecord(BaseModel):
     def to_json(self) -> str:
         """Deterministic JSON text (no ``rank_times`` key when the run did not measure them, and no
         pipeline keys in them without pipelining)."""
+        exclude: dict[str, Any] = {} if self.training is not None else {"training": True}
         if self.rank_times is None:
-            return self.model_dump_json(indent=2, exclude={"rank_times"}) + "\n"
+            return self.model_dump_json(indent=2, exclude={**exclude, "rank_times": True}) + "\n"
         absent = {k for k in RankTime.OPTIONAL if all(getattr(r, k) is None for r in self.rank_times)}
-        return self.model_dump_json(indent=2, exclude={"rank_times": {"__all__": absent}} if absent else None) + "\n"
+        if absent:
+            exclude["rank_times"] = {"__all__": absent}
+        return self.model_dump_json(indent=2, exclude=exclude or None) + "\n"
 
 
 def compare(measured: float | None, predicted: float | None) -> Comparison:

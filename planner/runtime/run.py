@@ -36,6 +36,7 @@ from planner.runtime.record import (
     RankMemory,
     RunRecord,
     StepTimeStats,
+    Training,
     compare,
 )
 from planner.plans.schema import Plan
@@ -57,6 +58,7 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
     runtime = apply(plan, module, device_type=device_type)
     torch.manual_seed(seed)
     materialize(runtime, build_model(arg, trace=plan.model.trace, device="cpu"))
+    startup = seconds_since_process_start()
     tracked = _tracked_memory(runtime, task.batch(seed, 0, batch, seq))
     losses, times = [tracked[0]], [tracked[1]]
     for step in range(1, steps):
@@ -67,7 +69,31 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
     params = sum(p.numel() for p in module.parameters())
     if dist.get_rank() != 0:
         return None
-    return _record(plan, arg, runtime, params, seed, steps, warmup, losses, times, memory)
+    record = _record(plan, arg, runtime, params, seed, steps, warmup, losses, times, memory)
+    return record.model_copy(update={"training": _training(runtime, module, startup)})
+
+
+def seconds_since_process_start() -> float | None:
+    """Wall seconds since this process started (``psutil.Process().create_time()``); None where unknown."""
+    try:
+        import psutil
+
+        return time.time() - psutil.Process().create_time()
+    except Exception:  # psutil missing or refused: the record leaves the figure out
+        return None
+
+
+def _training(runtime: Runtime, module: Any, startup: float | None) -> Training:
+    """The record's dtypes, attention, compile and fp8 facts of ``runtime``."""
+    from planner.runtime.attention import attention_backend
+
+    p = runtime.precision
+    fused = runtime.device.type == "cuda"
+    return Training(compute_dtype=p.name(p.compute), master_dtype=p.name(p.master), reduce_dtype=p.name(p.reduce),
+                    precision_reason=p.reason, optimizer=f"AdamW ({'fused' if fused else 'for-each'})",
+                    attention=attention_backend(module, runtime.device), compile=runtime.compiled > 0,
+                    compiled_blocks=runtime.compiled, fp8=p.fp8, fp8_recipe=p.fp8_recipe if p.fp8 else None,
+                    startup_s=startup)
 
 
 def _sync(runtime: Runtime) -> None:
@@ -96,6 +122,9 @@ def _tracked_memory(runtime: Runtime, tokens: Batch) -> tuple[float, float, floa
     if runtime.plan.schedule.num_microbatches > 1:  # MemTracker refuses a module run twice in one session
         loss, seconds = _timed_step(runtime, tokens)
         return loss, seconds, _state_bytes(runtime), ACCUMULATION_SOURCE
+    if runtime.compiled:  # under MemTracker's dispatch mode dynamo would give up on the blocks for good
+        loss, seconds = _timed_step(runtime, tokens)
+        return loss, seconds, _state_bytes(runtime), COMPILED_SOURCE
     from torch.distributed._tools.mem_tracker import MemTracker
 
     tracker = MemTracker()
@@ -111,6 +140,8 @@ CUDA_SOURCE = "torch.cuda.max_memory_allocated / max_memory_reserved"
 TRACKER_SOURCE = "torch.distributed._tools.mem_tracker.MemTracker peak over one step; reserved = process peak RSS"
 STATES_SOURCE = ("parameters, gradients and optimizer states alive after one step (MemTracker's hooks do not support "
                  "the autograd.grad calls of torch.distributed.pipelining); reserved = process peak RSS")
+COMPILED_SOURCE = ("parameters, gradients and optimizer states alive after one step (torch.compile does not trace "
+                   "under MemTracker's dispatch mode); reserved = process peak RSS")
 ACCUMULATION_SOURCE = ("parameters, gradients and optimizer states alive after one step (MemTracker refuses a module "
                        "called once per micro-batch within one step); reserved = process peak RSS")
 
@@ -205,7 +236,7 @@ def _plan_summary(plan: Plan, line: str) -> PlanSummary:
 def _notes(runtime: Runtime) -> list[str]:
     notes = ["weights: the unsplit model's own initialisation under --seed, then sharded; batches: seeded tokens "
              "(a model without a token embedding: seeded normal features and targets, mean squared error)",
-             f"training: fp32 parameters and AdamW (the plan predicts {runtime.plan.config.param_bytes}-byte compute)"]
+             f"training: {runtime.precision.reason}; AdamW states in {runtime.precision.name(runtime.precision.master)}"]
     if runtime.device.type != "cuda":
         notes.append(f"MFU divides by the plan cluster's GPU peak ({runtime.plan.cluster.gpu.name}), not this CPU's: "
                      "compare it between runs only")

@@ -15,8 +15,8 @@ forward, ZeRO 0-2 keeping the gathered parameters to backward, ZeRO 0 as HSDP re
 with the plan's precision: ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``
 when the plan computes in 2-byte parameters with 4-byte gradient reduction (the cost model's
 default, torchtitan's default), applied on a one-rank mesh too when ``dp == 1`` so that the
-compute runs in bf16 there as well. ``planner.apply`` itself trains in fp32 (its equality tests
-need it); this is the one difference, and it is the plan's own precision.
+compute runs in bf16 there as well: the precision ``planner.apply`` trains with by default
+(``planner.runtime.precision``).
 
 Parameters are materialised under ``FakeTensorMode`` (``to_empty``): fake tensors carry shapes,
 dtypes and storages but no memory, so a 70B model on 64 ranks builds in seconds.

@@ -4,7 +4,9 @@ Workers run in a forkserver that has imported torch, transformers and the runtim
 (``set_forkserver_preload``), so a world starts in about a second; each world trains many plans in
 turn (one process group, one mesh per plan). Every plan trains ``STEPS`` fp32 AdamW steps from the
 same seeded full weights on the same seeded batches (``planner.runtime.init``); the reference is the
-unsplit module's own ``forward`` trained in this process.
+unsplit module's own ``forward`` trained in this process. These exact comparisons run in fp32
+(``apply(..., precision=FP32)``: the split must be exact); ``meshplan run``'s default bf16 mixed
+precision is compared with :data:`BF16_RTOL` by the differential harness and the CLI test.
 """
 
 from __future__ import annotations
@@ -24,6 +26,20 @@ import torch.multiprocessing as mp
 STEPS, SEED, VOCAB = 3, 1234, 128
 RTOL = 1e-5
 """Relative tolerance on losses and final parameters (fp32: reduction order differs across splits)."""
+BF16_RTOL = 1e-2
+"""Relative tolerance on each step's loss of a bf16 mixed-precision run (``planner.runtime.precision``)
+against the one-process bf16 reference (:func:`reference` with ``mixed``). bf16 keeps 8 significant
+bits: every rounded op is off by up to 2^-9 = 2.0e-3 relative (unit roundoff; 3.9e-3 between
+neighbours). Splits change where the roundings fall: tensor parallelism rounds each rank's partial
+matmul sum to bf16 before the reduction, and pipeline / data parallelism change the shapes (so the
+kernels' blocking and summation order) of every GEMM; activations differ by a few roundoffs per
+layer, and each AdamW step (lr 1e-3 over the root of the second moment) moves a weight by up to lr
+whatever the gradient's size, so step 2's weights differ wherever a tiny gradient changed sign. The
+mean over the batch's tokens averages most of it out: over ``bench/differential.py --plans 20 --seed
+0`` (28 plans run, 2026-12-04) the largest difference was 1.4e-3 (the CNN's regression loss), the
+median 3e-5. 1e-2 is 2.5 steps of bf16 resolution (3.9e-3) and 7x that largest figure. A split
+that is wrong in the forward (a moved stage boundary) misses it by far; gradient-only errors are
+what the exact fp32 tests (:func:`compare`, RTOL on losses and every weight) are for. The fp32 tests (:func:`compare`) keep RTOL."""
 ATOL = 1e-5
 """Absolute floor for parameters: AdamW normalises each gradient element, so roundoff on a near-zero
 gradient element moves its weight by up to a fraction of lr = 1e-3; 1e-5 is 1 % of one step."""
@@ -34,6 +50,17 @@ a gradient that is zero in exact arithmetic (the key bias: softmax ignores a shi
 AdamW divides that roundoff by its own square root and moves each element by up to lr per step, in
 a direction no split can reproduce. Such tensors are only checked to have moved at most STEPS x lr."""
 LR = 1e-3
+
+VIEW_WARNING = r"FSDP2-wrapped module .*returned a view tensor"
+"""FSDP2's warning that a unit's output is a view, whose in-place update would silently skip the unit's
+backward all-gather (``planner.runtime.fsdp.fresh_outputs`` prevents it): an error in every runtime
+test, in this process (``conftest.py``) and in the workers (:func:`strict_warnings`)."""
+
+
+def strict_warnings() -> None:
+    """In a worker: :data:`VIEW_WARNING` raises (after any ``silence_third_party``, which hides FSDP2's advice)."""
+    warnings.filterwarnings("error", message=VIEW_WARNING, category=UserWarning)
+
 
 _PRELOAD = ["torch", "torch.distributed.pipelining", "torch.distributed.fsdp", "torch.distributed.tensor.parallel",
             "transformers.models.llama.modeling_llama", "planner.runtime.apply", "planner.runtime.init",
@@ -67,9 +94,36 @@ class Reference:
     roundoff: set[str]
 
 
-def reference(model: Any, batch: int | None = None, seq: int | None = None) -> Reference:
-    """Losses and final weights of ``STEPS`` steps of the unsplit model in this process (on batches of
-    ``batch`` x ``seq`` tokens, ``plan_helpers``' BATCH x SEQ by default)."""
+def bf16_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """The compute copy of FSDP2 mixed precision for a one-process reference: ``module``'s parameters
+    in bf16 (buffers keep their dtype: FSDP2 casts parameters only)."""
+    import copy
+
+    compute = copy.deepcopy(module)
+    for p in compute.parameters():
+        p.data = p.data.to(torch.bfloat16)
+    return compute
+
+
+def mixed_backward(master: torch.nn.Module, compute: torch.nn.Module, loss_of: Any) -> torch.Tensor:
+    """One step's forward and backward as ``MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32)``
+    runs it on one rank: the fp32 ``master`` weights cast into the bf16 ``compute`` copy, the loss
+    (``loss_of(compute)``, fp32) backward through bf16, the gradients cast to fp32 into the master's."""
+    with torch.no_grad():
+        for p, c in zip(master.parameters(), compute.parameters()):
+            c.copy_(p)
+            c.grad = None
+    loss = loss_of(compute)
+    loss.backward()
+    for p, c in zip(master.parameters(), compute.parameters()):
+        p.grad = c.grad.float()
+    return loss
+
+
+def reference(model: Any, mixed: bool = False, batch: int | None = None, seq: int | None = None) -> Reference:
+    """Losses and final weights of ``STEPS`` steps of the unsplit model in this process; ``mixed``:
+    bf16 compute with fp32 master weights (:func:`mixed_backward`), as ``meshplan run`` trains; on
+    batches of ``batch`` x ``seq`` tokens (``plan_helpers``' BATCH x SEQ by default)."""
     from planner.runtime.apply import default_optimizer, next_token_loss
     from planner.runtime.init import synthetic_tokens
     from planner.runtime.models import build_model
@@ -83,13 +137,20 @@ def reference(model: Any, batch: int | None = None, seq: int | None = None) -> R
     start = {n: p.detach().clone() for n, p in module.named_parameters()}
     grad_max = dict.fromkeys(start, 0.0)
     losses = []
+    compute = bf16_copy(module) if mixed else None
     for step in range(STEPS):
         tokens = synthetic_tokens(SEED, step, BATCH, SEQ, VOCAB)
-        out = module(tokens[:, :-1])
-        logits = out.logits if hasattr(out, "logits") else out
+
+        def loss_of(m: torch.nn.Module, tokens: torch.Tensor = tokens) -> torch.Tensor:
+            out = m(tokens[:, :-1])
+            return next_token_loss(out.logits if hasattr(out, "logits") else out, tokens[:, 1:])
+
         opt.zero_grad()
-        loss = next_token_loss(logits, tokens[:, 1:])
-        loss.backward()
+        if compute is not None:
+            loss = mixed_backward(module, compute, loss_of)
+        else:
+            loss = loss_of(module)
+            loss.backward()
         for n, p in module.named_parameters():
             grad_max[n] = max(grad_max[n], p.grad.abs().max().item())
         opt.step()
@@ -113,18 +174,20 @@ def _worker(rank: int, world: int, port: int, out: str, jobs: list[Job]) -> None
 
     from planner.runtime.apply import apply
     from planner.runtime.expert_parallel import gather_experts
+    from planner.runtime.precision import FP32
     from planner.runtime.init import materialize, synthetic_tokens
     from planner.runtime.models import build_model
     from planner.runtime.stage import ROOT
     from planner.plans.schema import Plan
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    strict_warnings()
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         for job in jobs:
             plan = Plan.model_validate_json(job.plan_json)
-            runtime = apply(_corrupt(plan) if job.corrupt else plan, build_model(job.model))
+            runtime = apply(_corrupt(plan) if job.corrupt else plan, build_model(job.model), precision=FP32)
             torch.manual_seed(SEED)
             materialize(runtime, build_model(job.model, device="cpu"))
             losses = [runtime.step(synthetic_tokens(SEED, s, plan.request.global_batch, plan.request.seq_len, VOCAB))

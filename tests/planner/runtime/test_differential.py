@@ -1,6 +1,6 @@
 """The differential harness's fast slice: the issue's reproductions and seeded random plans from
 ``meshplan plan`` (random constraints) and ``meshplan estimate -o`` each train like one process
-(losses within 1e-3 relative over three fp32 steps) and ``check-memory`` measures them, or the
+(losses within ``equality.BF16_RTOL`` over three bf16 mixed-precision steps) and ``check-memory`` measures them, or the
 validator refused them by a native rule.
 The full sweep is ``bench/differential.py --plans 300``."""
 
