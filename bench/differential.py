@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from planner.noise import silence_third_party
 
     silence_third_party()
-    from differential import check_memories, references, run_draws, summary
+    from differential import check_memories, kinds, references, run_draws, summary
     from differential_draw import draws, reproductions, write_models
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plans {counts['plans']} (seed {args.seed}, {len(drawn) - args.plans} reproductions): run {counts['run']}, "
           f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
     print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
+    print("once refused, now run: " + (", ".join(f"{tag} {run} run, {equal} equal" for tag, (run, equal) in kinds(outcomes).items()) or "none"))
     checked = [o for o in outcomes if o.memory]
     errors = sorted(((p / m - 1, o.draw.name, r) for o in checked for r, m, p in o.memory if m), key=lambda e: abs(e[0]))
     worst = f"{errors[-1][0]:+.1%} ({errors[-1][1]}, pipeline rank {errors[-1][2]})" if errors else "none"

@@ -20,8 +20,9 @@ Attention (:func:`cp_attention`), one of two variants (:func:`variant`), chosen 
   all-gathers K and V over the cp group (autograd: the backward reduce-scatters their gradients)
   and attends the local query chunks to the whole sequence with the causal mask of their global
   positions; exact, the variant Llama 3's training used for context parallelism (Llama Team 2024,
-  "The Llama 3 Herd of Models", section 3.3.2). A :class:`~torch.overrides.TorchFunctionMode`
-  replaces ``scaled_dot_product_attention`` while the step runs (as torch's own CP dispatcher does),
+  "The Llama 3 Herd of Models", section 3.3.2). :func:`allgather_sdpa` replaces
+  ``scaled_dot_product_attention`` while the step, backward included, runs (as torch's own CP
+  dispatcher does),
   so any module calling causal SDPA (the runtime's decoder, Hugging Face's ``sdpa`` attention, a
   traced custom module) is covered.
 
@@ -34,12 +35,11 @@ expert-data-parallel group, which spans dp x cp too (:mod:`planner.runtime.exper
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
 
 from planner.errors import InputError
 
@@ -125,42 +125,48 @@ class _GatherSeq(torch.autograd.Function):
 
 
 def allgather_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, group: Any, cp: int, rank: int,
-                        scale: float | None = None, enable_gqa: bool = False) -> torch.Tensor:
-    """Causal attention of the local queries against the cp group's gathered K and V (module docstring)."""
+                        scale: float | None = None, enable_gqa: bool = False, sdpa: Callable[..., torch.Tensor] | None = None,
+                        exact: bool = True) -> torch.Tensor:
+    """Causal attention of the local queries against the cp group's gathered K and V (module docstring),
+    through ``sdpa`` (torch's SDPA by default). ``exact`` False (the memory check, on fake tensors): no
+    position mask, so that SDPA takes the flash kernel a GPU runs (the same saved tensors) rather than
+    the math path a CPU takes for masked attention."""
+    sdpa = sdpa or F.scaled_dot_product_attention
     full_k, full_v = _GatherSeq.apply(k, group), _GatherSeq.apply(v, group)
+    if not exact:
+        return sdpa(q, full_k, full_v, scale=scale, enable_gqa=enable_gqa)
     local = q.shape[2]
     pos_q = local_positions(local, cp, rank, q.device)
     pos_k = torch.cat([local_positions(local, cp, r, q.device) for r in range(cp)])
     mask = pos_k.unsqueeze(0) <= pos_q.unsqueeze(1)
-    return F.scaled_dot_product_attention(q, full_k, full_v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa)
+    return sdpa(q, full_k, full_v, attn_mask=mask, scale=scale, enable_gqa=enable_gqa)
 
 
 _SDPA_ARGS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale", "enable_gqa")
 
 
-class AllGatherAttention(TorchFunctionMode):
-    """Causal SDPA calls become :func:`allgather_attention` over the cp group while active."""
+@contextlib.contextmanager
+def allgather_sdpa(group: Any, cp: int, rank: int, exact: bool = True) -> Iterator[None]:
+    """While active, ``torch.nn.functional.scaled_dot_product_attention`` is :func:`allgather_attention`
+    over the cp group for causal calls without a mask (torch's own CP dispatcher patches the function
+    the same way, ``_DispatchMode.MONKEY_PATCH``). A patch rather than a ``TorchFunctionMode``: a mode is
+    off while it handles ``Tensor.backward``, so the forward that checkpointing recomputes inside
+    backward would miss it."""
+    previous = F.scaled_dot_product_attention
 
-    def __init__(self, group: Any, cp: int, rank: int, exact: bool = True) -> None:
-        super().__init__()
-        self.group, self.cp, self.rank, self.exact = group, cp, rank, exact
-        """``exact`` False (the memory check, on fake tensors): the gathered K/V go to SDPA without the
-        position mask, so that it takes the flash kernel a GPU runs (the same saved tensors) rather
-        than the math path a CPU takes for masked attention."""
-
-    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        if func is not torch._C._nn.scaled_dot_product_attention:
-            return func(*args, **kwargs)
+    def sharded(*args: Any, **kwargs: Any) -> torch.Tensor:
         call = dict(zip(_SDPA_ARGS, args), **kwargs)
         if call.get("attn_mask") is not None or not call.get("is_causal") or call.get("dropout_p", 0.0):
             raise InputError("context parallelism shards causal attention without a mask or dropout; this model's "
                              "attention passes a mask, is not causal or has dropout: plan with --cp 1")
-        if not self.exact:
-            q, k, v = call["query"], _GatherSeq.apply(call["key"], self.group), _GatherSeq.apply(call["value"], self.group)
-            return F.scaled_dot_product_attention(q, k, v, scale=call.get("scale"), enable_gqa=bool(call.get("enable_gqa", False)))
-        return allgather_attention(call["query"], call["key"], call["value"], self.group, self.cp, self.rank,
-                                   call.get("scale"), bool(call.get("enable_gqa", False)))
+        return allgather_attention(call["query"], call["key"], call["value"], group, cp, rank, call.get("scale"),
+                                   bool(call.get("enable_gqa", False)), previous, exact)
+
+    F.scaled_dot_product_attention = sharded
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = previous
 
 
 @contextlib.contextmanager
@@ -171,7 +177,7 @@ def cp_attention(mesh: Any, cp: int, rank: int, seq_len: int, device: torch.devi
         yield
         return
     if variant(device.type) == "allgather":
-        with AllGatherAttention(mesh.get_group(), cp, rank):
+        with allgather_sdpa(mesh.get_group(), cp, rank):
             yield
         return
     from torch.distributed.tensor.experimental import context_parallel

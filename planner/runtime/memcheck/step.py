@@ -224,9 +224,9 @@ def _cp_attention(build: RankBuild) -> contextlib.AbstractContextManager:
     in its kernel-shaped form: the flash kernel on the gathered K/V, as a GPU runs it."""
     if build.cp == 1:
         return contextlib.nullcontext()
-    from planner.runtime.context_parallel import AllGatherAttention
+    from planner.runtime.context_parallel import allgather_sdpa
 
-    return AllGatherAttention(build.cp_group, build.cp, 0, exact=False)
+    return allgather_sdpa(build.cp_group, build.cp, 0, exact=False)
 
 
 def _loss_context(build: RankBuild) -> contextlib.AbstractContextManager:

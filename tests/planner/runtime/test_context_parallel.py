@@ -24,7 +24,7 @@ from planner.runtime.context_parallel import check_context_parallel, local_posit
 HERE = Path(__file__).parent
 
 SHAPES: dict[int, dict[str, dict]] = {
-    2: {"cp2": {"cp": 2}},
+    2: {"cp2": {"cp": 2}, "cp2_full": {"cp": 2, "recompute": "full"}, "cp2_selective": {"cp": 2, "recompute": "selective"}},
     4: {
         "cp4": {"cp": 4},
         "cp2_x_fsdp": {"cp": 2, "dp": 2, "zero": 3},
