@@ -94,11 +94,13 @@ LAYERS = {"cnn": 6}
 4 residual blocks and head."""
 
 
-def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[str, Any]:
+def estimate_settings(rng: random.Random, world: int, layers: int = 7, moe: bool = False) -> dict[str, Any]:
     """A random configuration of ``meshplan estimate``: degrees tiling ``world`` (cp 2 or 4 in about a
-    quarter of the even worlds), and the rest."""
+    quarter of the even worlds; tp > 1 wherever the world allows for a mixture-of-experts model, so that
+    MoE under sequence parallelism is drawn in proportion), and the rest."""
     cp = _choice(rng, [d for d in (2, 4) if world % d == 0]) if world % 2 == 0 and rng.random() < 0.25 else 1
-    tp = _choice(rng, [d for d in _divisors(world // cp) if d <= 4])
+    tps = [d for d in _divisors(world // cp) if d <= 4]
+    tp = _choice(rng, [d for d in tps if d > 1] if moe and len(tps) > 1 else tps)
     pp = _choice(rng, [d for d in _divisors(world // (tp * cp)) if d <= 4])
     dp = world // (tp * pp * cp)
     micro = _choice(rng, [d for d in _divisors(BATCH // dp)])
@@ -133,7 +135,7 @@ def draw(rng: random.Random, models: dict[str, str], index: int) -> Draw | None:
     """One random draw (see :func:`make_draw`)."""
     name = _choice(rng, sorted(models))
     world, origin = _choice(rng, list(WORLDS)), _choice(rng, ["plan", "estimate"])
-    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world, LAYERS.get(name, 7))
+    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world, LAYERS.get(name, 7), name == "mixtral")
     return make_draw(f"d{index:04d}-{name}-{origin}-w{world}", models[name], world, origin, settings)
 
 
@@ -171,6 +173,9 @@ REPRODUCTIONS: tuple[tuple[str, str, int, str, dict[str, Any]], ...] = (
     ("repro-cnn-dp-zero3", "cnn", 4, "estimate", {"tp": 1, "pp": 1, "zero": 3, "micro_batch": 1, "recompute": "full"}),
     ("repro-cnn-tp2-pp2", "cnn", 4, "estimate", {"tp": 2, "pp": 2, "schedule": "1f1b", "micro_batch": 2}),
     ("repro-cnn-plan", "cnn", 4, "plan", {}),
+    ("repro-llama-cp2-tp2-sp", "llama", 4, "estimate", {"tp": 2, "pp": 1, "cp": 2, "sp": True, "micro_batch": 4, "recompute": "full"}),
+    ("repro-mixtral-tp2-sp", "mixtral", 2, "estimate", {"tp": 2, "pp": 1, "sp": True, "micro_batch": 8}),
+    ("repro-llama-zb-tp2", "llama", 4, "estimate", {"tp": 2, "pp": 2, "sp": True, "schedule": "zb-h1", "micro_batch": 4}),
 )
 """The issue's reproductions at this harness's size: (tag, model, world, origin, settings)."""
 
