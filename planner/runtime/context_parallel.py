@@ -53,6 +53,13 @@ def variant(device_type: str) -> str:
     return "torch" if device_type == "cuda" else "allgather"
 
 
+def describe(cp: int, device_type: str) -> str:
+    """The run record's line on how attention ran under context parallelism."""
+    how = ("torch's context_parallel ring attention (allgather K/V rotation)" if variant(device_type) == "torch"
+           else "all-gather-KV attention (K/V gathered over the cp group, causal mask of the global positions)")
+    return f"context parallelism cp {cp}: chunks i and 2cp-1-i per rank, {how}"
+
+
 def check_context_parallel(cp: int, seq_len: int, tp: int, sp: bool, tokens: bool) -> None:
     """InputError when ``cp > 1`` cannot shard this plan's sequence: a model without a token sequence,
     a sequence that is not ``2 cp`` equal chunks, or a local sequence that sequence parallelism cannot
