@@ -95,8 +95,6 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
     for tp, cp, pp in itertools.product(_divisors(gpus), _divisors(gpus), _divisors(gpus)):
         if tp > max_tp or any(b.num_heads % tp or b.num_kv_heads % tp for b in blocks):
             continue
-        if req.target == "native" and cp > 1:
-            continue
         if cp > 1 and (req.target == "deepspeed" or not blocks or cp > _cap(c.cp, MAX_CP) or req.seq_len % (2 * cp)):
             continue
         if pp > _units(model) or gpus % (tp * cp * pp):
