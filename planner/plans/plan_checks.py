@@ -52,6 +52,8 @@ def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
     (``planner.plans.named_model.plan_model``: nothing the plan names is imported or run). A model that cannot be
     had is itself a problem, and the checks that need it are skipped.
     """
+    if _precision(plan):  # the cost model cannot price it: nothing else to check
+        return _precision(plan)
     problems = [*_version(plan), *text_problems(plan.model_dump()), *_agreement(plan), *_batch(plan), *_stage_order(plan)]
     if model is None:
         try:
@@ -69,6 +71,14 @@ def plan_problems(plan: Plan, model: ModelSpec | None = None) -> list[str]:
         if not problems:  # the target's own exporter has the last word
             problems += export_problems(plan, model)
     return problems
+
+
+def _precision(plan: Plan) -> list[str]:
+    """fp8 only on a GPU with FP8 tensor cores (``GPUSpec.peak_fp8_tflops``), as ``meshplan plan`` searches."""
+    gpu = plan.cluster.gpu
+    if plan.config.precision == "fp8" and gpu.peak_fp8_tflops is None:
+        return [f"precision fp8: GPU {gpu.name} has no FP8 tensor cores (use --precision bf16)"]
+    return []
 
 
 def _version(plan: Plan) -> list[str]:

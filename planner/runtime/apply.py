@@ -174,7 +174,13 @@ def _device(device_type: str | None) -> torch.device:
 
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
-    the plan's layers match the module, tied weights are not split, the world has the plan's ranks."""
+    the plan's layers match the module, tied weights are not split, the world has the plan's ranks,
+    the sequence shards over cp, and a plan in fp8 runs on a GPU that trains Float8
+    (:func:`planner.runtime.fp8.check_fp8`)."""
+    if plan.config.precision == "fp8":
+        from planner.runtime.fp8 import check_fp8
+
+        check_fp8(device_type)
     lmap = map_layers(module, plan)
     m = plan.mesh
     check_context_parallel(m.cp, plan.request.seq_len, m.tp, m.sp, reads_tokens(module, lmap.units[0].path))
@@ -213,6 +219,10 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.tied import untie
 
         module, tied = untie(module, lmap)
+    if precision.fp8:  # torchao Float8 linears in the blocks, before TP and FSDP2 (torchtitan's order)
+        from planner.runtime.fp8 import convert_blocks
+
+        convert_blocks(module, [u.path for u in lmap.units if u.kind == "block"])
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])

@@ -1,7 +1,8 @@
 """Give a runtime's parameters their values: the unsplit model's, then sharded.
 
-``meshplan run --seed S`` builds the unsplit model on the host under ``torch.manual_seed(S)`` with the
-model's own initialisation (:func:`planner.runtime.models.build_model`), so every plan of one model
+``meshplan run --seed S`` builds the unsplit model under ``torch.manual_seed(S)`` on the runtime's
+device (:func:`init_device`: the GPU itself where the full fp32 copy fits beside the rank's shards,
+so no host copy and no host initialisation; the host otherwise) with the model's own initialisation (:func:`planner.runtime.models.build_model`), so every plan of one model
 starts from the same full weights, and :func:`materialize` copies each local shard out of them:
 ``to_empty`` on the stage modules (torchtitan's meta-device flow), then, per parameter and buffer,
 ``distribute_tensor(full, mesh, placements, src_data_rank=None)`` (each rank slices its own shard
@@ -21,6 +22,21 @@ from torch.distributed.tensor import DTensor, distribute_tensor
 from planner.runtime.apply import Runtime
 from planner.runtime.stage import ROOT
 from planner.runtime.tasks import vocab_size  # noqa: F401  (re-exported: run and the tests read it here)
+
+
+FULL_COPY_HEADROOM = 1.25
+"""The unsplit model is built on the runtime's GPU when its fp32 weights times this factor fit in the
+GPU's free memory next to the rank's own (already allocated) shards; the rest is the caching
+allocator's rounding and the largest layer's init temporaries."""
+
+
+def init_device(runtime: Runtime, params: int) -> torch.device:
+    """Where the unsplit model of ``params`` fp32 parameters is initialised: the runtime's own device (CUDA
+    included: no host copy, GPU initialisation kernels) when it fits there, else the host."""
+    if runtime.device.type != "cuda":
+        return runtime.device
+    free, _ = torch.cuda.mem_get_info(runtime.device)
+    return runtime.device if params * 4 * FULL_COPY_HEADROOM < free else torch.device("cpu")
 
 
 def synthetic_tokens(seed: int, step: int, batch: int, seq_len: int, vocab: int) -> torch.Tensor:

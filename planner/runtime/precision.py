@@ -12,7 +12,8 @@ On CPU bf16 is used where oneDNN runs it natively (AVX-512-BF16 / AMX,
 ``torch.ops.mkldnn._is_mkldnn_bf16_supported``); gloo reduces, gathers and scatters bf16 tensors
 (checked on torch 2.13). Elsewhere on CPU the run stays fp32 and the record says so. A plan priced
 with 4-byte parameters trains in fp32. FP8 (``config.precision == "fp8"``) needs CUDA with compute
-capability 8.9 or newer and torchao (:mod:`planner.runtime.fp8`).
+capability 8.9 or newer and torchao (:mod:`planner.runtime.fp8`). Runs of uneven shares or
+injected slowdowns (:mod:`planner.runtime.shares`, CPU gloo only) keep fp32.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from planner.plans.schema import Plan
+from planner.runtime.fp8 import RECIPE
 
 
 @dataclass(frozen=True)
@@ -36,8 +38,8 @@ class RunPrecision:
     """Dtype gradients are reduced in across data-parallel ranks (FSDP2's ``reduce_dtype``)."""
     fp8: bool = False
     """Linear layers of the transformer blocks train in Float8 (torchao)."""
-    fp8_recipe: str = "tensorwise"
-    """torchao's Float8 recipe (``Float8LinearConfig.from_recipe_name``)."""
+    fp8_recipe: str = RECIPE
+    """torchao's Float8 recipe (``Float8LinearConfig.from_recipe_name``; :data:`planner.runtime.fp8.RECIPE`)."""
     reason: str = ""
     """Why the compute dtype is what it is (the run record's note)."""
 

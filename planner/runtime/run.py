@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from planner.runtime.apply import Runtime, apply
-from planner.runtime.init import materialize
+from planner.runtime.init import init_device, materialize
 from planner.runtime.models import build_model
 from planner.runtime.tasks import Batch, task_for
 from planner.runtime.record import (
@@ -56,8 +56,14 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
     batch, seq = plan.request.global_batch, plan.request.seq_len
     task = task_for(arg, module, seq)
     runtime = apply(plan, module, device_type=device_type)
+    if runtime.compiled and runtime.device.type == "cuda":
+        # Inductor warns on stderr unless fp32 matmuls may use TF32; the blocks compute in bf16 anyway
+        torch.set_float32_matmul_precision("high")
     torch.manual_seed(seed)
-    materialize(runtime, build_model(arg, trace=plan.model.trace, device="cpu"))
+    params = sum(p.numel() for p in module.parameters())
+    materialize(runtime, build_model(arg, trace=plan.model.trace, device=init_device(runtime, params)))
+    if runtime.device.type == "cuda":
+        torch.cuda.empty_cache()  # the unsplit copy's blocks back to the device before the first step
     startup = seconds_since_process_start()
     tracked = _tracked_memory(runtime, task.batch(seed, 0, batch, seq))
     losses, times = [tracked[0]], [tracked[1]]
@@ -66,7 +72,6 @@ def run_plan(plan: Plan, model: Any = None, *, steps: int = 10, warmup: int = 2,
         losses.append(loss)
         times.append(seconds)
     memory = _rank_memory(runtime, tracked[2], tracked[3])
-    params = sum(p.numel() for p in module.parameters())
     if dist.get_rank() != 0:
         return None
     record = _record(plan, arg, runtime, params, seed, steps, warmup, losses, times, memory)

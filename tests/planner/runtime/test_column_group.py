@@ -13,6 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from plan_helpers import BATCH, SEQ, llama_spec, make_plan
 from planner.runtime.apply import apply
+from planner.runtime.precision import FP32
 from planner.runtime.init import materialize, synthetic_tokens
 from planner.runtime.memcheck.build import start_fake_world, stop_fake_world
 from planner.runtime.models import build_model
@@ -38,7 +39,9 @@ def _step_collectives(sp: bool, recompute: str = "none") -> collections.Counter[
     plan = make_plan(spec, dict(tp=2, sp=sp, recompute=recompute), spec=spec)
     start_fake_world(plan)
     try:
-        runtime = apply(plan, build_model(spec), device_type="cpu")
+        # fp32 without FSDP2: the TP collectives alone (mixed precision wraps dp 1 in FSDP2, whose gradient
+        # reduction of the tp-replicated norm weights adds an all-reduce per norm)
+        runtime = apply(plan, build_model(spec), device_type="cpu", precision=FP32)
         torch.manual_seed(0)
         materialize(runtime, build_model(spec, device="cpu"))
         with _Collectives() as probe:

@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from differential_draw import MODEL_CONFIGS
-from equality import Job, Reference, compare, reference, results, run_world
+from equality import BF16_RTOL, Job, Reference, compare, reference, results, run_world
 from plan_helpers import make_plan
 
 HERE = Path(__file__).parent
@@ -118,20 +118,23 @@ def test_check_memory_measures_an_ep_plan(mixtral: str, tmp_path: Path) -> None:
 
 
 def _one_process_losses(model: str, seed: int, batch: int, seq: int, steps: int) -> list[float]:
-    """``meshplan run``'s losses as one process computes them: the seeded unsplit model on the seeded batches."""
+    """``meshplan run``'s losses as one process computes them: the seeded unsplit model on the seeded
+    batches, bf16 compute with fp32 master weights where this CPU runs bf16 (``equality.mixed_backward``)."""
+    from equality import bf16_copy, mixed_backward
     from planner.runtime.apply import default_optimizer, next_token_loss
     from planner.runtime.init import synthetic_tokens, vocab_size
     from planner.runtime.models import build_model
+    from planner.runtime.precision import cpu_has_fast_bf16
 
     torch.manual_seed(seed)
     module = build_model(model, device="cpu")
     opt = default_optimizer(list(module.parameters()))
+    compute = bf16_copy(module) if cpu_has_fast_bf16() else module
     out = []
     for step in range(steps):
         tokens = synthetic_tokens(seed, step, batch, seq, vocab_size(module))
-        loss = next_token_loss(module(tokens[:, :-1]).logits, tokens[:, 1:])
         opt.zero_grad()
-        loss.backward()
+        loss = mixed_backward(module, compute, lambda m, t=tokens: next_token_loss(m(t[:, :-1]).logits, t[:, 1:]))
         opt.step()
         out.append(loss.item())
     return out
@@ -149,7 +152,7 @@ def test_searched_ep_plan_runs_under_meshplan_run(mixtral: str, tmp_path: Path) 
                            "--device", "cpu", "-o", str(record)], capture_output=True, text=True, cwd=HERE.parents[2])
     assert done.returncode == 0, done.stderr[-2000:]
     losses = json.loads(record.read_text())["losses"]
-    assert losses == pytest.approx(_one_process_losses(mixtral, 0, 8, 32, 3), rel=1e-5)
+    assert losses == pytest.approx(_one_process_losses(mixtral, 0, 8, 32, 3), rel=BF16_RTOL)  # bf16: see equality.BF16_RTOL
 
 
 def test_one_local_expert_over_two_shards_shards_along_dim_1() -> None:
