@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     from planner.noise import silence_third_party
 
     silence_third_party()
-    from differential import check_memories, references, run_draws, summary
+    from differential import check_memories, kinds, references, run_draws, summary
     from differential_draw import draws, reproductions, write_models
 
     from planner.runtime.memcheck.spread import spread_lines
@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"plans {counts['plans']} (seed {args.seed}, {len(drawn) - args.plans} reproductions): run {counts['run']}, "
           f"equal {counts['equal']}, refused with a rule {counts['refused']}, failed {counts['failed']}")
     print("refusals by rule: " + (", ".join(f"{r} {n}" for r, n in sorted(rules.items())) or "none"))
+    print("once refused, now run: " + (", ".join(f"{tag} {run} run, {equal} equal" for tag, (run, equal) in kinds(outcomes).items()) or "none"))
     checked = [o for o in outcomes if o.memory]
     print(f"check-memory: figures for {len(checked)} plans, {time.perf_counter() - ran:.0f} s; error (predicted / measured - 1) by rank kind:")
     for line in spread_lines(_checked(checked)):

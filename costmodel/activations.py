@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from costmodel.cp_memory import cp_gathered_kv_bytes
 from costmodel.engines import sac_saved_matmuls
 from costmodel.local import ACT_BYTES, LocalConfig
 from costmodel.memory import eager_block_extra_bytes, sp_gathered_input_bytes, transformer_activation_bytes
@@ -44,6 +45,8 @@ def block_activation_bytes(
     eager = eager_block_extra_bytes(layer, cfg) if terms.eager_activations else 0.0  # norms, repeated K/V, SwiGLU (costmodel.memory)
     if terms.sp_saves_gathered_inputs:  # DTensor SP keeps the gathered projection inputs (costmodel.memory)
         eager += sp_gathered_input_bytes(layer, cfg)
+    if terms.engine == "native" and terms.cp_all_gather:  # the runtime's gathered K/V (costmodel.cp_memory)
+        eager += cp_gathered_kv_bytes(layer, cfg)
     if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         residual = feeds_residual if feeds_residual is not None else [False] * len(mm_widths)

@@ -108,8 +108,8 @@ class EngineTerms:
     """Sharded parameters are the fp32 master copy (FSDP2 mixed precision: 4 B params, 4 B grads,
     8 B Adam states per parameter, bf16 copies only while gathered)."""
     cp_all_gather: bool = False
-    """Context parallelism all-gathers K/V (torchtitan's default ``allgather`` rotation) instead of
-    Megatron's overlapped p2p ring."""
+    """Context parallelism all-gathers K/V (torchtitan's default ``allgather`` rotation, and the native
+    runtime's variants, ``planner.runtime.context_parallel``) instead of Megatron's overlapped p2p ring."""
     sdpa_fa2: bool = False
     """Attention runs PyTorch SDPA's flash backend, FlashAttention-2 (torchtitan), rather than the
     GPU's fastest fused kernel (Transformer Engine's cuDNN attention in Megatron-LM / NeMo)."""
@@ -220,7 +220,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         dp_after_flush=engine == "deepspeed",
         microbatch_host_s=pipe_host,
         fp32_sharded_params=eager_memory and cfg.zero == 3,
-        cp_all_gather=titan,
+        cp_all_gather=titan or native,  # planner.runtime.context_parallel gathers K/V on every device
         sdpa_fa2=eager_memory,
         grads_freed_each_step=eager_memory,
         zero1_shards_grads=eager_memory,

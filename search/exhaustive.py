@@ -25,7 +25,7 @@ out literally (issue 3; the same space ``search.space`` documents):
   the optimizer step); TP communication overlap is tried (off and on) with SP except for deepspeed
   (no setting) and torchtitan unless ``request.compile`` is True (async TP needs torch.compile);
   ``compile`` is ``request.compile`` (None: the engine's default).
-- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): cp 1, no sp for MoE models, zb-h1 only with tp 1, a whole number of rounds (micro-batches a
+- native (what ``planner.runtime`` runs, ``planner.plans.native_rules``): zb-h1 with a whole number of rounds (micro-batches a
   multiple of max(1, micro-batches // pp)) and one recompute mode for every layer, none or full.
 ``request.nonuniform=False`` keeps only the default split (``costmodel.table.default_stage_layers``)
 and one recompute mode for every layer. Targets narrow the space as ``ecosystem-notes`` B1-B3, B6 say:
@@ -95,8 +95,6 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
     for tp, cp, pp in itertools.product(_divisors(gpus), _divisors(gpus), _divisors(gpus)):
         if tp > max_tp or any(b.num_heads % tp or b.num_kv_heads % tp for b in blocks):
             continue
-        if req.target == "native" and cp > 1:
-            continue
         if cp > 1 and (req.target == "deepspeed" or not blocks or cp > _cap(c.cp, MAX_CP) or req.seq_len % (2 * cp)):
             continue
         if pp > _units(model) or gpus % (tp * cp * pp):
@@ -108,7 +106,7 @@ def base_configs(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> 
         zeros = ZERO_WITH_PP[req.target] if pp > 1 else ZERO[req.target]
         allowed = req.micro_batches or range(1, int(min(req.global_batch, _cap(c.micro_batch, MAX_MICRO_BATCH))) + 1)
         mbs = [b for b in _divisors(req.global_batch // dp) if b in allowed]
-        sps = (False,) if tp == 1 or (req.target == "native" and experts) else SP_WITH_TP[req.target]
+        sps = (False,) if tp == 1 else SP_WITH_TP[req.target]
         for ep, sp, zero, mb in itertools.product(eps, sps, zeros, mbs):
             if req.target == "deepspeed" and experts and zero == 3:
                 continue  # DeepSpeed's engine refuses native MoE layers under ZeRO-3
@@ -136,7 +134,7 @@ def _schedules(model: ModelSpec, req: SearchRequest, pp: int, m: int, tp: int) -
     if pp == 1:
         return [("1f1b", 1)]
     allowed = SCHEDULES[req.target]
-    zb_runs = req.target != "native" or (tp == 1 and m % max(1, m // pp) == 0 and req.constraints.recompute != "selective")
+    zb_runs = req.target != "native" or (m % max(1, m // pp) == 0 and req.constraints.recompute != "selective")
     out = [(s, 1) for s in ("1f1b", "gpipe", "zb-h1") if s in allowed and (s != "zb-h1" or zb_runs)]
     if "interleaved-1f1b" in allowed and m % pp == 0:
         top = int(min(_units(model), _cap(req.constraints.vpp, req.max_vpp)))

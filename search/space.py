@@ -101,7 +101,7 @@ def schedules(model: ModelSpec, mesh: Mesh, num_microbatches: int, req: SearchRe
             top = int(min(units, c.cap("vpp", req.max_vpp)))
             out += [("interleaved-1f1b", v) for v in range(2, top + 1) if units % (mesh.pp * v) == 0]
     if rules_for(req.target).runtime_schedules:
-        out = [(s, v) for s, v in out if native_schedule_allowed(s, mesh.pp, mesh.tp, num_microbatches, c.recompute)]
+        out = [(s, v) for s, v in out if native_schedule_allowed(s, mesh.pp, num_microbatches, c.recompute)]
     if c.schedule is None and c.vpp is None:
         return out
     return [(s, v) for s, v in out if c.allows("schedule", s) and c.allows("vpp", v)]

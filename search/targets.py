@@ -71,8 +71,8 @@ class TargetRules:
 
 
 RULES: dict[str, TargetRules] = {
-    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, False, (False, True), True,
-                          moe_sequence_parallel=False, runtime_schedules=True),
+    "native": TargetRules((0, 1, 2, 3), (0, 1, 2, 3), ("1f1b", "interleaved-1f1b", "gpipe", "zb-h1"), "per_layer", True, True, (False, True), True,
+                          runtime_schedules=True),
     "megatron": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b", "interleaved-1f1b"), "block", True, True, (False, True), True),
     "torchtitan": TargetRules((0, 3), (0, 3), ("1f1b", "interleaved-1f1b", "gpipe"), "uniform", True, True, (True,), False, ep_within_shard=True),
     "deepspeed": TargetRules((0, 1, 2, 3), (0, 1), ("1f1b",), "uniform", False, False, (False,), False,
@@ -92,17 +92,16 @@ def rules_for(target: str) -> TargetRules:
     return RULES[target]
 
 
-def native_schedule_allowed(schedule: str, pp: int, tp: int, num_microbatches: int, recompute: str | None = None) -> bool:
-    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-tp``,
-    ``native-zb-h1-rounds`` and ``native-zb-h1-selective`` of ``planner.plans.native_rules``):
-    torch's ``ScheduleInterleavedZeroBubble`` cannot take the input-gradient backward of the
-    vocab-parallel loss (tp > 1), needs the micro-batches a multiple of its rounds, max(1, n // pp)
+def native_schedule_allowed(schedule: str, pp: int, num_microbatches: int, recompute: str | None = None) -> bool:
+    """Whether the native runtime runs ``schedule`` (the rules ``native-zb-h1-rounds`` and
+    ``native-zb-h1-selective`` of ``planner.plans.native_rules``): torch's
+    ``ScheduleInterleavedZeroBubble`` needs the micro-batches a multiple of its rounds, max(1, n // pp)
     (torch/distributed/pipelining/schedules.py), and runs two backwards through each layer (input,
     then weight gradients), which selective activation checkpointing refuses (``recompute`` is the
     mode the constraints fix, if any; :func:`native_zb_modes` keeps the search's own choice apart)."""
     if schedule != "zb-h1" or pp == 1:
         return True
-    return tp == 1 and num_microbatches % max(1, num_microbatches // pp) == 0 and recompute != "selective"
+    return num_microbatches % max(1, num_microbatches // pp) == 0 and recompute != "selective"
 
 
 def native_zb_modes(rules: TargetRules, schedule: str, pp: int) -> list[tuple[int, ...]] | None:

@@ -217,14 +217,9 @@ def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[
     if c.recompute is not None and c.recompute not in rules.recompute_modes:
         out.append(f"{target} recomputes {' or '.join(rules.recompute_modes)}, not recompute {c.recompute}")
     if not rules.context_parallel and c.cp is not None and c.cp[0] > 1:
-        out.append(native_rule("native-cp", f"cp {_show(c.cp)} given") if target == "native"
-                   else f"{target} has no context parallelism (cp {_show(c.cp)} given)")
+        out.append(f"{target} has no context parallelism (cp {_show(c.cp)} given)")
     if not rules.expert_parallel and moe and c.ep is not None and c.ep[0] > 1:
         out.append(f"{target} has no expert parallelism (ep {_show(c.ep)} given)")
-    if target == "native" and c.schedule == "zb-h1" and c.tp is not None and c.tp[0] > 1:
-        out.append(native_rule("native-zb-h1-tp", f"tp {_show(c.tp)} given"))
-    if target == "native" and moe and c.sp:
-        out.append(native_rule("native-moe-sp", "--sp given"))
     if target == "native" and c.schedule == "zb-h1" and c.recompute == "selective":
         out.append(native_rule("native-zb-h1-selective", "recompute selective given"))
     if c.sp is not None and c.sp not in rules.sequence_parallel and (c.sp or (c.tp is not None and c.tp[0] > 1)):

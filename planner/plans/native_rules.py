@@ -9,11 +9,8 @@ module: it imports nothing.
 from __future__ import annotations
 
 NATIVE_RULES: dict[str, str] = {
-    "native-cp": "context parallelism is not wired into the native runtime (rotary positions are not sharded with the tokens); use cp 1",
-    "native-moe-sp": "the native runtime's tensor parallelism does not split a mixture-of-experts block's router and experts over a sequence-parallel input; use sp off with MoE models",
-    "native-zb-h1-tp": "torch.distributed.pipelining's zero-bubble schedule cannot run the input-gradient backward of the vocab-parallel loss; use zb-h1 with tp 1, or another schedule",
-    "native-zb-h1-selective": "torch.distributed.pipelining's zero-bubble schedule runs two backwards through each layer (input, then weight gradients), which selective activation checkpointing refuses; recompute none or full with zb-h1",
-    "native-zb-h1-rounds": "torch's ScheduleInterleavedZeroBubble needs the micro-batches a multiple of its rounds, max(1, micro-batches // pp)",
+    "native-zb-h1-selective": "torch.distributed.pipelining's zero-bubble schedule runs two backwards through each layer (input, then weight gradients), and torch's selective activation checkpointing (torch.utils.checkpoint.create_selective_checkpoint_contexts, checked against torch 2.13.0) refuses a second backward through a region ('Trying to backward an extra time'); recompute none or full with zb-h1",
+    "native-zb-h1-rounds": "torch's ScheduleInterleavedZeroBubble needs the micro-batches a multiple of its rounds, max(1, micro-batches // pp) (torch/distributed/pipelining/schedules.py, checked against torch 2.13.0)",
 }
 """The native target's rules: what the runtime cannot run. ``search.targets`` keeps the search inside them."""
 

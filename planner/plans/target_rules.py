@@ -113,14 +113,8 @@ def _torchtitan(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[
 
 def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]:
     out = []
-    if cfg.cp > 1:
-        out.append(native_rule("native-cp", f"cp {cfg.cp}"))
-    if cfg.sp and cfg.tp > 1 and any(isinstance(x, TransformerLayer) and x.is_moe for x in model.layers):
-        out.append(native_rule("native-moe-sp", f"tp {cfg.tp} with sp"))
     if cfg.schedule == "zb-h1" and cfg.pp > 1:
         n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
-        if cfg.tp > 1:
-            out.append(native_rule("native-zb-h1-tp", f"tp {cfg.tp}"))
         if "selective" in modes:
             out.append(native_rule("native-zb-h1-selective", "selective recomputation"))
         if n % max(1, n // cfg.pp):

@@ -27,7 +27,7 @@ import torch.distributed as dist
 from torch import nn
 
 from planner.errors import InputError
-from planner.runtime.context_parallel import check_context_parallel
+from planner.runtime.context_parallel import check_context_parallel, cp_attention, shard_positions, shard_sequence
 from planner.runtime.layers import LayerMap, map_layers
 from planner.runtime.mesh import PlanMesh, build_mesh
 from planner.runtime.pipeline import local_chunks
@@ -89,19 +89,25 @@ class Runtime:
         if rows % dp:
             raise InputError(f"global batch {rows} is not divisible by dp {dp}")
         per = rows // dp
-        return split_rows(batch, rank * per, (rank + 1) * per, self.device)
+        inputs, labels = split_rows(batch, rank * per, (rank + 1) * per, self.device)
+        if self.mesh.cp == 1:
+            return inputs, labels
+        cp, cp_rank = self.mesh.cp, self.mesh.coordinate("cp")
+        return shard_sequence(inputs, cp, cp_rank), shard_sequence(labels, cp, cp_rank)
 
     def step(self, batch: Batch) -> float:
         """One training step on the global batch (the same on every rank; see :meth:`local_batch`); the mean loss."""
         inputs, labels = self.local_batch(batch)
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
-        ctx = contextlib.nullcontext()
-        if self.loss_parallel:
-            from torch.distributed.tensor.parallel import loss_parallel
+        cp = self.mesh.cp
+        with contextlib.ExitStack() as stack:
+            if self.loss_parallel:
+                from torch.distributed.tensor.parallel import loss_parallel
 
-            ctx = loss_parallel()
-        with ctx:
+                stack.enter_context(loss_parallel())
+            stack.enter_context(cp_attention(self.mesh.mesh["cp"], cp, self.mesh.coordinate("cp"),
+                                             self.plan.request.seq_len, self.device))
             loss = self._forward_backward(inputs, labels)
         if self.tied:
             from planner.runtime.tied import sum_tied_grads
@@ -141,12 +147,14 @@ def _vocab_sharded_loss(loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Te
     local shard (``Shard(-1)`` over tp, :mod:`~planner.runtime.tensor_parallel`). It is wrapped back
     into a DTensor so that torch's vocab-parallel cross-entropy (``loss_parallel``, active around the
     whole schedule step, backward included) never gathers the full vocabulary; the replicated loss
-    leaves as a plain tensor for the schedule."""
+    leaves as a plain tensor for the schedule, a copy rather than a view of the DTensor's local
+    tensor: the zero-bubble schedule's input-gradient backward (``stage_backward_input`` in
+    torch/distributed/pipelining/_backward.py) detaches the stage output in place, which a view refuses."""
     from torch.distributed.tensor import DTensor, Shard
 
     sharded = DTensor.from_local(logits, tp_mesh, [Shard(-1)], run_check=False)
     loss = loss_fn(sharded, labels)
-    return loss.to_local() if isinstance(loss, DTensor) else loss
+    return loss.to_local().clone() if isinstance(loss, DTensor) else loss
 
 
 def _plain(t: torch.Tensor) -> torch.Tensor:
@@ -167,13 +175,15 @@ def _device(device_type: str | None) -> torch.device:
 def preflight(plan: Plan, module: nn.Module, world_size: int, device_type: str) -> LayerMap:
     """Every check :func:`apply` makes before touching a process group: the device can run the plan,
     the plan's layers match the module, tied weights are not split, the world has the plan's ranks,
-    and a plan in fp8 runs on a GPU that trains Float8 (:func:`planner.runtime.fp8.check_fp8`)."""
-    check_context_parallel(plan.mesh.cp, device_type)
+    the sequence shards over cp, and a plan in fp8 runs on a GPU that trains Float8
+    (:func:`planner.runtime.fp8.check_fp8`)."""
     if plan.config.precision == "fp8":
         from planner.runtime.fp8 import check_fp8
 
         check_fp8(device_type)
     lmap = map_layers(module, plan)
+    m = plan.mesh
+    check_context_parallel(m.cp, plan.request.seq_len, m.tp, m.sp, reads_tokens(module, lmap.units[0].path))
     product = plan.config.num_gpus
     if product != world_size:
         m = plan.mesh
@@ -216,6 +226,8 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
     pp_rank = pmesh.coordinate("pp")
     chunks = local_chunks(plan.mesh.pp, plan.schedule.virtual_stages, pp_rank)
     stages = build_stages(module, lmap, [(plan.stages[k].layers, list(plan.stages[k].layer_recompute)) for k in chunks])
+    if pmesh.cp > 1:
+        shard_positions(stages, (pmesh.cp, pmesh.coordinate("cp")))
     loss_parallel = pmesh.tp > 1 and tokens
     if pmesh.tp > 1:
         from planner.runtime.tensor_parallel import apply_tensor_parallel
@@ -232,7 +244,7 @@ def apply(plan: Plan, module: nn.Module, *, device_type: str | None = None, opti
         from planner.runtime.compile import compile_blocks
 
         compiled = compile_blocks(stages)
-    if pmesh.dp > 1 or precision.mixed:  # FSDP2 casts to the compute dtype: a one-rank shard mesh when dp = 1
+    if pmesh.dp * pmesh.cp > 1 or precision.mixed:  # FSDP2 casts to the compute dtype: a one-rank shard mesh when dp = 1
         from planner.runtime.fsdp import apply_fsdp
 
         for stage in stages:

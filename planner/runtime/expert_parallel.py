@@ -27,7 +27,9 @@ ranks' local losses, so ``dL/dW_e = (1/dp) sum_j dL_j/dW_e`` over all data-paral
 backward all-to-all already sums the contributions of the EP group's ranks into the expert's owner;
 FSDP2 then averages over the expert-data-parallel group (``dp / ep`` ranks holding the same experts,
 :func:`planner.runtime.fsdp.apply_fsdp`). That average divides by ``dp / ep``, so the expert weights'
-gradients are scaled by ``1 / ep`` in backward (:class:`_ScaleGrad`), giving ``1 / dp`` overall.
+gradients are scaled by ``1 / ep`` in backward (:class:`_ScaleGrad`), giving ``1 / dp`` overall. Under
+context parallelism read ``dp x cp`` for ``dp`` throughout: the EP group is carved out of the dp x cp
+ranks (:mod:`planner.runtime.mesh`), each holding its own tokens.
 """
 
 from __future__ import annotations
@@ -227,3 +229,4 @@ def gather_experts(root: nn.Module, params: dict[str, torch.Tensor], prefix: str
             dist.all_gather(parts, out[key].contiguous(), group=module.group)
             out[key] = torch.cat(parts)
     return out
+

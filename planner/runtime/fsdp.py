@@ -13,7 +13,9 @@ Every layer of a stage with parameters is one FSDP unit, the stage module is the
   ZeRO 2 (same numerics; gradient memory is that of ZeRO 2).
 - ZeRO 0: replication only, FSDP2 HSDP with one shard per replica (gradients all-reduced, as DDP).
 
-Gradients are averaged over the data-parallel ranks (FSDP2's default reduction).
+Gradients are averaged over the data-parallel ranks (FSDP2's default reduction); under context
+parallelism the mesh is the dp x cp ranks (:meth:`planner.runtime.mesh.PlanMesh.dp_mesh`), so the
+average covers both.
 
 Under expert parallelism each rank's experts (:class:`~planner.runtime.expert_parallel.ParallelExperts`)
 are an FSDP unit of their own over the expert-data-parallel mesh (the ``dp / ep`` ranks holding the

@@ -36,6 +36,8 @@ class Embedding(nn.Module):
         super().__init__()
         self.token_weight = nn.Parameter(torch.empty(vocab, hidden))
         self.position_weight = nn.Parameter(torch.empty(positions, hidden)) if positions else None
+        self.cp_shard = (1, 0)
+        """(cp, cp rank): the runtime sets it under context parallelism so positions follow their tokens."""
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -46,13 +48,21 @@ class Embedding(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = F.embedding(tokens, self.token_weight)
         if self.position_weight is not None:
-            h = h + self.position_weight[: tokens.shape[1]]
+            h = h + self.position_weight[_positions(tokens.shape[1], self.cp_shard, tokens.device)]
         return h
 
 
-def _rotate(x: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
+def _positions(length: int, cp_shard: tuple[int, int], device: torch.device) -> torch.Tensor:
+    """Global positions of ``length`` local tokens: this rank's chunks under context parallelism
+    (``cp_shard`` = (cp, cp rank), :func:`planner.runtime.context_parallel.local_positions`)."""
+    from planner.runtime.context_parallel import local_positions
+
+    return local_positions(length, *cp_shard, device)
+
+
+def _rotate(x: torch.Tensor, inv_freq: torch.Tensor, cp_shard: tuple[int, int] = (1, 0)) -> torch.Tensor:
     """Rotary position embedding (Su et al. 2021, RoFormer eq. 34, half-split layout as in Llama)."""
-    pos = torch.arange(x.shape[-2], device=x.device, dtype=torch.float32)
+    pos = _positions(x.shape[-2], cp_shard, x.device).float()
     freqs = torch.outer(pos, inv_freq.float())
     cos, sin = torch.cat((freqs, freqs), -1).cos().to(x.dtype), torch.cat((freqs, freqs), -1).sin().to(x.dtype)
     x1, x2 = x[..., : x.shape[-1] // 2], x[..., x.shape[-1] // 2:]
@@ -72,6 +82,8 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(spec.num_heads * d, h, bias=spec.out_bias)
         inv = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)) if rotary else None
         self.register_buffer("inv_freq", inv, persistent=False)
+        self.cp_shard = (1, 0)
+        """(cp, cp rank): the runtime sets it under context parallelism so rotary angles follow their tokens."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, _ = x.shape
@@ -79,7 +91,7 @@ class Attention(nn.Module):
         k = self.k_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         v = self.v_proj(x).view(b, s, -1, self.head_dim).transpose(1, 2)
         if self.inv_freq is not None:
-            q, k = _rotate(q, self.inv_freq), _rotate(k, self.inv_freq)
+            q, k = _rotate(q, self.inv_freq, self.cp_shard), _rotate(k, self.inv_freq, self.cp_shard)
         k, v = k.repeat_interleave(self.group, 1), v.repeat_interleave(self.group, 1)
         out = causal_attention(q, k, v)
         return self.o_proj(out.transpose(1, 2).reshape(b, s, -1))

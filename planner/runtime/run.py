@@ -247,4 +247,8 @@ def _notes(runtime: Runtime) -> list[str]:
                      "compare it between runs only")
     if runtime.plan.mesh.zero in (1, 2) and runtime.mesh.dp > 1:
         notes.append("ZeRO 1/2 ran as FSDP2 without resharding after forward (ZeRO-2 semantics)")
+    if runtime.mesh.cp > 1:
+        from planner.runtime.context_parallel import describe
+
+        notes.append(describe(runtime.mesh.cp, runtime.device.type))
     return notes

@@ -14,6 +14,7 @@ import copy
 import torch
 from torch import nn
 
+from planner.runtime.context_parallel import local_positions
 from planner.runtime.layers import LayerMap, LayerUnit
 from planner.runtime.recompute import apply_recompute
 
@@ -31,9 +32,12 @@ class StageModule(nn.Module):
         self.recompute = list(recompute)
         self.rotary_path = rotary_path
         self.seq_shards = 1
+        """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
         self.position_mesh = None
         """The tp mesh when the sum of token and position tables is scattered over the sequence (SP)."""
-        """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
+        self.cp_shard = (1, 0)
+        """(cp, cp rank): positions of the local tokens under context parallelism
+        (:func:`planner.runtime.context_parallel.local_positions`)."""
 
     def layer(self, unit: LayerUnit) -> nn.Module:
         """The module of ``unit``."""
@@ -43,9 +47,10 @@ class StageModule(nn.Module):
         for unit in self.units:
             module = self.layer(unit)
             if unit.positions:
-                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions], self.position_mesh)(h)
+                h = _PositionCall(module, [self.root.get_submodule(p) for p in unit.positions], self.position_mesh,
+                                  self.cp_shard)(h)
             elif unit.wants_rotary:
-                h = _RotaryCall(module, self.root.get_submodule(self.rotary_path or ""), self.seq_shards)(h)
+                h = _RotaryCall(module, self.root.get_submodule(self.rotary_path or ""), self.seq_shards, self.cp_shard)(h)
             else:
                 h = _Call(module)(h)
         return h
@@ -63,12 +68,12 @@ class _Call:
 class _RotaryCall(_Call):
     """A Hugging Face decoder layer: ``layer(h, position_embeddings=rotary_emb(h, positions))``."""
 
-    def __init__(self, module: nn.Module, rotary: nn.Module, seq_shards: int) -> None:
+    def __init__(self, module: nn.Module, rotary: nn.Module, seq_shards: int, cp_shard: tuple[int, int]) -> None:
         super().__init__(module)
-        self.rotary, self.seq_shards = rotary, seq_shards
+        self.rotary, self.seq_shards, self.cp_shard = rotary, seq_shards, cp_shard
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(h.shape[1] * self.seq_shards, device=h.device).unsqueeze(0)
+        positions = local_positions(h.shape[1] * self.seq_shards, *self.cp_shard, h.device).unsqueeze(0)
         out = self.module(h, position_embeddings=self.rotary(h, positions))
         return out[0] if isinstance(out, tuple) else out
 
@@ -76,13 +81,14 @@ class _RotaryCall(_Call):
 class _PositionCall(_Call):
     """A token table plus learned position tables (GPT-2): ``wte(tokens) + wpe(arange(seq))``."""
 
-    def __init__(self, module: nn.Module, tables: list[nn.Module], mesh: object = None) -> None:
+    def __init__(self, module: nn.Module, tables: list[nn.Module], mesh: object = None,
+                 cp_shard: tuple[int, int] = (1, 0)) -> None:
         super().__init__(module)
-        self.tables, self.mesh = tables, mesh
+        self.tables, self.mesh, self.cp_shard = tables, mesh, cp_shard
 
     def __call__(self, h: torch.Tensor) -> torch.Tensor:
         out = super().__call__(h)
-        positions = torch.arange(h.shape[1], device=h.device)
+        positions = local_positions(h.shape[1], *self.cp_shard, h.device)
         for table in self.tables:
             out = out + table(positions)
         if self.mesh is None:

@@ -21,7 +21,8 @@ The Megatron-LM split (Shoeybi et al. 2019, section 3) as torchtitan writes it
   layers is sharded on the sequence dimension: block norms run as ``SequenceParallel`` and their
   output is gathered (``PrepareModuleOutput``) for the column projections, row projections
   reduce-scatter (``output_layouts=Shard(1)``), the embedding scatters and the final norm runs
-  sequence-sharded. Blocks without norms gather their input and scatter their output;
+  sequence-sharded; a mixture-of-experts module takes the gathered sequence and keeps its own chunk
+  of the output (:func:`_moe_modules`). Blocks without norms gather their input and scatter their output;
 - units that are no transformer block (no attention submodule: a convolution block, an MLP element
   of a model without tokens) are replicated over tp, gathered around under sequence parallelism:
   every tp rank computes them whole (the plan's cost model may split such a layer's Linear
@@ -142,8 +143,26 @@ def _apply_block(unit: LayerUnit, block: nn.Module, mesh: DeviceMesh, sp: bool) 
             parallelize_module(norm, mesh, SequenceParallel())
             parallelize_module(norm, mesh, PrepareModuleOutput(output_layouts=Shard(1), desired_output_layouts=Replicate()))
             norm.register_forward_hook(lambda _m, _args, out: mark_gathered(out))
+        for moe in _moe_modules(block):  # the gathered sequence in, this rank's sequence chunk out
+            parallelize_module(moe, mesh, PrepareModuleOutput(output_layouts=Replicate(), desired_output_layouts=Shard(1)))
     else:
         _gather_around(block, mesh)
+
+
+def _moe_modules(block: nn.Module) -> list[nn.Module]:
+    """The mixture-of-experts modules of ``block``: each parent of a fused-experts module (router and
+    experts, Hugging Face's ``MixtralSparseMoeBlock`` and its kin).
+
+    Under sequence parallelism they run as Megatron-LM's MoE layer does without expert-tensor
+    parallelism when its token dispatcher is ``allgather`` (``MoEAllGatherTokenDispatcher``,
+    megatron/core/transformer/moe/token_dispatcher.py): the block norm's gathered output is the
+    whole sequence, every tp rank routes and computes every token with the replicated router and
+    experts (or dispatches them over its EP group), and keeps its own sequence chunk of the output
+    for the residual stream, whose backward all-gathers the chunk gradients, so the replicated
+    weights' gradients are the same on every tp rank and need no reduction."""
+    from planner.runtime.expert_parallel import is_experts
+
+    return [m for m in block.modules() if any(is_experts(c) for c in m.children())]
 
 
 def _gather_around(module: nn.Module, mesh: DeviceMesh) -> None:

@@ -56,6 +56,9 @@ class RankBuild:
     sp_shards: int
     """Sequence shards of the hidden state between layers (tp under sequence parallelism)."""
     mixed_precision: bool
+    cp: int = 1
+    """Context-parallel degree: the rank holds ``seq / cp`` tokens and gathers K/V over ``cp_group``."""
+    cp_group: object | None = None
 
 
 def start_fake_world(plan: Plan) -> None:
@@ -143,11 +146,16 @@ def build_rank(plan: Plan, module: nn.Module, pp_rank: int, fake_mode: FakeTenso
 
         shard_experts(stages, pmesh)
     mixed = uses_mixed_precision(plan)
-    if m.dp > 1 or mixed:
+    if m.dp * m.cp > 1 or mixed:  # FSDP2 over dp x cp under context parallelism, as planner.apply
         for stage in stages:
             _shard(stage, pmesh, m.zero, tied, mixed)
     with fake_mode:
         for stage in stages:
             stage.to_empty(device=FAKE_DEVICE)
+    if m.cp > 1:  # cp rank 0's chunks, as planner.apply shards them
+        from planner.runtime.context_parallel import shard_positions
+
+        shard_positions(stages, (m.cp, 0))
     return RankBuild(pp_rank=pp_rank, chunks=chunks, stages=stages, loss_parallel=loss_parallel, tp_mesh=tp_mesh,
-                     sp_shards=m.tp if (m.sp and m.tp > 1) else 1, mixed_precision=mixed)
+                     sp_shards=m.tp if (m.sp and m.tp > 1) else 1, mixed_precision=mixed, cp=m.cp,
+                     cp_group=pmesh.mesh["cp"].get_group() if m.cp > 1 else None)

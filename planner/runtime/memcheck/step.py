@@ -209,14 +209,24 @@ def _inputs(build: RankBuild, chunk: int, plan: Plan, boundaries: dict[int, tupl
     """The chunk's input for one micro-batch: token ids (or a model's features), or the hidden state
     the previous stage sends."""
     first = plan.stages[build.chunks[chunk]].layers[0]
-    mb, seq = plan.schedule.micro_batch, plan.request.seq_len
+    mb, seq = plan.schedule.micro_batch, plan.request.seq_len // build.cp
     if first == 0:
         return task.placeholder_input(mb, seq, FAKE_DEVICE)
     shape, dtype = boundaries[first]
-    shape = (shape[0], shape[1] // build.sp_shards, *shape[2:]) if len(shape) > 1 else shape
+    shape = (shape[0], shape[1] // (build.sp_shards * build.cp), *shape[2:]) if len(shape) > 1 else shape
     if build.mixed_precision and dtype.is_floating_point:
         dtype = torch.bfloat16
     return torch.empty(shape, dtype=dtype, device=FAKE_DEVICE, requires_grad=dtype.is_floating_point)
+
+
+def _cp_attention(build: RankBuild) -> contextlib.AbstractContextManager:
+    """The runtime's all-gather-KV attention under context parallelism (``planner.runtime.context_parallel``),
+    in its kernel-shaped form: the flash kernel on the gathered K/V, as a GPU runs it."""
+    if build.cp == 1:
+        return contextlib.nullcontext()
+    from planner.runtime.context_parallel import allgather_sdpa
+
+    return allgather_sdpa(build.cp_group, build.cp, 0, exact=False)
 
 
 def _loss_context(build: RankBuild) -> contextlib.AbstractContextManager:
@@ -251,7 +261,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
         opt.step()
         opt.zero_grad(set_to_none=True)
         tracker = _PeakTracker(build.stages, opt)
-        with tracker, _untracked_propagation(tracker), _gpu_attention_kernels():
+        with tracker, _untracked_propagation(tracker), _gpu_attention_kernels(), _cp_attention(build):
             held: dict[tuple[int, int], torch.Tensor] = {}
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]

@@ -1,5 +1,7 @@
 """Each native rule (``planner.plans.native_rules``): the validator refuses a hand-made configuration
-by the rule's name, and the search never proposes one (a constraint asking for it is refused by name)."""
+by the rule's name, and the search never proposes one (a constraint asking for it is refused by name).
+Every rule names the torch limitation and version behind it; ``tests/planner/runtime/test_zero_bubble.py``
+shows the limitation."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import pytest
 
 import planner
 from planner.errors import InputError, NoFeasiblePlanError
+from planner.plans.native_rules import NATIVE_RULES
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "runtime"))
 from differential_draw import MODEL_CONFIGS  # noqa: E402  (the harness's small models)
@@ -38,10 +41,11 @@ def _search_refuses(rule: str, **settings: object) -> None:
         planner.plan(**BASE, **settings)
 
 
-def test_context_parallel_is_a_native_rule(models: dict[str, str]) -> None:
-    _refused("native-cp", model=models["llama"], gpus=2, tp=1, pp=1, cp=2)
-    _search_refuses("native-cp", model=models["llama"], gpus=2, cp=2)
-    assert planner.plan(**BASE, model=models["llama"], gpus=4).mesh.cp == 1
+def test_context_parallelism_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the runtime shards the sequence over cp (planner.runtime.context_parallel)."""
+    assert planner.config_plan(**BASE, model=models["llama"], gpus=2, tp=1, pp=1, cp=2).mesh.cp == 2
+    assert planner.plan(**BASE, model=models["llama"], gpus=4, cp=2).mesh.cp == 2
+    assert "native-cp" not in NATIVE_RULES
 
 
 def test_expert_parallelism_is_no_rule(models: dict[str, str]) -> None:
@@ -56,17 +60,26 @@ def test_tied_weights_split_is_no_rule(models: dict[str, str]) -> None:
     assert (mesh.tp, mesh.pp) == (2, 2)
 
 
-def test_moe_runs_without_sequence_parallelism(models: dict[str, str]) -> None:
-    _refused("native-moe-sp", model=models["mixtral"], gpus=2, tp=2, pp=1, sp=True)
-    _search_refuses("native-moe-sp", model=models["mixtral"], gpus=2, sp=True)
-    assert not planner.plan(**BASE, model=models["mixtral"], gpus=2, tp=2).mesh.sp
+def test_moe_with_sequence_parallelism_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the runtime runs the router and experts on the gathered sequence
+    (planner.runtime.tensor_parallel)."""
+    assert planner.config_plan(**BASE, model=models["mixtral"], gpus=2, tp=2, pp=1, sp=True).mesh.sp
+    assert planner.plan(**BASE, model=models["mixtral"], gpus=2, tp=2, sp=True).mesh.sp
+    assert "native-moe-sp" not in NATIVE_RULES
 
 
-def test_zero_bubble_needs_tp_1(models: dict[str, str]) -> None:
-    _refused("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, pp=2, schedule="zb-h1", micro_batch=4)
-    _search_refuses("native-zb-h1-tp", model=models["llama"], gpus=4, tp=2, schedule="zb-h1")
-    plan = planner.plan(**BASE, model=models["llama"], gpus=4, tp=2, pp=2)
-    assert plan.schedule.name != "zb-h1"
+def test_zero_bubble_with_tp_is_no_rule(models: dict[str, str]) -> None:
+    """Not a rule: the vocab-parallel loss leaves the stage as a copy, which zero-bubble's input-gradient
+    backward can detach (planner.runtime.apply._vocab_sharded_loss)."""
+    plan = planner.config_plan(**BASE, model=models["llama"], gpus=4, tp=2, pp=2, schedule="zb-h1", micro_batch=4)
+    assert (plan.mesh.tp, plan.schedule.name) == (2, "zb-h1")
+    assert planner.plan(**BASE, model=models["llama"], gpus=4, tp=2, pp=2, schedule="zb-h1").schedule.name == "zb-h1"
+    assert "native-zb-h1-tp" not in NATIVE_RULES
+
+
+def test_remaining_rules_name_torch_and_its_version() -> None:
+    for rule, text in NATIVE_RULES.items():
+        assert "torch" in text and "2.13.0" in text, rule
 
 
 def test_zero_bubble_needs_whole_rounds(models: dict[str, str]) -> None:

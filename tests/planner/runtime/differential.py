@@ -206,3 +206,23 @@ def summary(outcomes: list[Outcome]) -> dict[str, int]:
     """Counts: plans drawn, run, equal, refused with a rule, failed."""
     count = {v: sum(o.verdict == v for o in outcomes) for v in ("equal", "refused", "failed")}
     return {"plans": len(outcomes), "run": count["equal"] + count["failed"], **count}
+
+
+def kinds(outcomes: list[Outcome]) -> dict[str, tuple[int, int]]:
+    """(run, equal) of the plans the native rules used to refuse: cp > 1, a mixture-of-experts model
+    with sp on, zb-h1 with tp > 1."""
+    import json
+
+    out: dict[str, tuple[int, int]] = {}
+    for o in outcomes:
+        if o.draw.plan_json is None:
+            continue
+        plan = json.loads(o.draw.plan_json)
+        mesh, moe = plan["mesh"], any(layer.get("is_moe") for layer in plan.get("model", {}).get("layers", []))
+        moe = moe or "mixtral" in o.draw.name
+        tags = [t for t, on in (("cp > 1", mesh["cp"] > 1), ("MoE with sp", moe and mesh["sp"]),
+                                ("zb-h1 with tp > 1", plan["schedule"]["name"] == "zb-h1" and mesh["tp"] > 1)) if on]
+        for tag in tags:
+            run, equal = out.get(tag, (0, 0))
+            out[tag] = (run + 1, equal + (o.verdict == "equal"))
+    return out

@@ -5,7 +5,7 @@ order. A draw is a model (a dense GQA Llama, a GPT-2 with learned positions and 
 Mixtral-style MoE and a traced custom module, each a small ``config.json`` or factory of vocabulary
 :data:`VOCAB`, and a ResNet-style CNN without a sequence dimension, ``cnn_model.py``), a world of 1-8 ranks and either ``meshplan plan`` with random constraints or
 ``meshplan estimate ... -o`` of a random configuration (degrees, sp, ZeRO, schedule, vpp, micro-batch,
-recompute, uneven stage split). Each becomes a :class:`Draw`: a plan to run, or the validator's
+recompute, uneven stage split, cp). Each becomes a :class:`Draw`: a plan to run, or the validator's
 refusal (which must name a native rule), with the exact command that replays it.
 """
 
@@ -84,6 +84,7 @@ def plan_constraints(rng: random.Random, world: int) -> dict[str, Any]:
         "recompute": lambda: _choice(rng, ["none", "selective", "full"]),
         "sp": lambda: _choice(rng, [True, False]),
         "ep": lambda: _choice(rng, [1, 2]),
+        "cp": lambda: _choice(rng, [d for d in (1, 2, 4) if world % d == 0]),
     }
     return {k: make() for k, make in pool.items() if rng.random() < 0.35}
 
@@ -93,11 +94,15 @@ LAYERS = {"cnn": 6}
 4 residual blocks and head."""
 
 
-def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[str, Any]:
-    """A random configuration of ``meshplan estimate``: degrees tiling ``world``, and the rest."""
-    tp = _choice(rng, [d for d in _divisors(world) if d <= 4])
-    pp = _choice(rng, [d for d in _divisors(world // tp) if d <= 4])
-    dp = world // (tp * pp)
+def estimate_settings(rng: random.Random, world: int, layers: int = 7, moe: bool = False) -> dict[str, Any]:
+    """A random configuration of ``meshplan estimate``: degrees tiling ``world`` (cp 2 or 4 in about a
+    quarter of the even worlds; tp > 1 wherever the world allows for a mixture-of-experts model, so that
+    MoE under sequence parallelism is drawn in proportion), and the rest."""
+    cp = _choice(rng, [d for d in (2, 4) if world % d == 0]) if world % 2 == 0 and rng.random() < 0.25 else 1
+    tps = [d for d in _divisors(world // cp) if d <= 4]
+    tp = _choice(rng, [d for d in tps if d > 1] if moe and len(tps) > 1 else tps)
+    pp = _choice(rng, [d for d in _divisors(world // (tp * cp)) if d <= 4])
+    dp = world // (tp * pp * cp)
     micro = _choice(rng, [d for d in _divisors(BATCH // dp)])
     cfg: dict[str, Any] = dict(tp=tp, pp=pp, zero=rng.randrange(4), micro_batch=micro,
                                recompute=_choice(rng, ["none", "selective", "full"]), sp=tp > 1 and rng.random() < 0.7)
@@ -108,8 +113,8 @@ def estimate_settings(rng: random.Random, world: int, layers: int = 7) -> dict[s
         elif rng.random() < 0.4:  # an uneven split of the model's layers
             cuts = sorted(rng.sample(range(1, layers), pp - 1))
             cfg["stage_layers"] = [b - a for a, b in zip([0, *cuts], [*cuts, layers])]
-    if rng.random() < 0.15:
-        cfg["cp"] = 2 if dp % 2 == 0 else 1
+    if cp > 1:
+        cfg["cp"] = cp
     return cfg
 
 
@@ -130,7 +135,7 @@ def draw(rng: random.Random, models: dict[str, str], index: int) -> Draw | None:
     """One random draw (see :func:`make_draw`)."""
     name = _choice(rng, sorted(models))
     world, origin = _choice(rng, list(WORLDS)), _choice(rng, ["plan", "estimate"])
-    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world, LAYERS.get(name, 7))
+    settings = plan_constraints(rng, world) if origin == "plan" else estimate_settings(rng, world, LAYERS.get(name, 7), name == "mixtral")
     return make_draw(f"d{index:04d}-{name}-{origin}-w{world}", models[name], world, origin, settings)
 
 
@@ -168,6 +173,9 @@ REPRODUCTIONS: tuple[tuple[str, str, int, str, dict[str, Any]], ...] = (
     ("repro-cnn-dp-zero3", "cnn", 4, "estimate", {"tp": 1, "pp": 1, "zero": 3, "micro_batch": 1, "recompute": "full"}),
     ("repro-cnn-tp2-pp2", "cnn", 4, "estimate", {"tp": 2, "pp": 2, "schedule": "1f1b", "micro_batch": 2}),
     ("repro-cnn-plan", "cnn", 4, "plan", {}),
+    ("repro-llama-cp2-tp2-sp", "llama", 4, "estimate", {"tp": 2, "pp": 1, "cp": 2, "sp": True, "micro_batch": 4, "recompute": "full"}),
+    ("repro-mixtral-tp2-sp", "mixtral", 2, "estimate", {"tp": 2, "pp": 1, "sp": True, "micro_batch": 8}),
+    ("repro-llama-zb-tp2", "llama", 4, "estimate", {"tp": 2, "pp": 2, "sp": True, "schedule": "zb-h1", "micro_batch": 4}),
 )
 """The issue's reproductions at this harness's size: (tag, model, world, origin, settings)."""
 

@@ -120,13 +120,16 @@ def mixed_backward(master: torch.nn.Module, compute: torch.nn.Module, loss_of: A
     return loss
 
 
-def reference(model: Any, mixed: bool = False) -> Reference:
+def reference(model: Any, mixed: bool = False, batch: int | None = None, seq: int | None = None) -> Reference:
     """Losses and final weights of ``STEPS`` steps of the unsplit model in this process; ``mixed``:
-    bf16 compute with fp32 master weights (:func:`mixed_backward`), as ``meshplan run`` trains."""
+    bf16 compute with fp32 master weights (:func:`mixed_backward`), as ``meshplan run`` trains; on
+    batches of ``batch`` x ``seq`` tokens (``plan_helpers``' BATCH x SEQ by default)."""
     from planner.runtime.apply import default_optimizer, next_token_loss
     from planner.runtime.init import synthetic_tokens
     from planner.runtime.models import build_model
     from plan_helpers import BATCH, SEQ
+
+    BATCH, SEQ = batch or BATCH, seq or SEQ  # noqa: N806
 
     torch.manual_seed(SEED)
     module = build_model(model, device="cpu")

@@ -15,7 +15,8 @@ from differential_draw import draws, reproductions, write_models
 
 SEED, PLANS = 21, 20
 """The slice's seed and random plan count: with the 11 reproductions 31 plans, 29 run and checked by
-check-memory, 61 s on the shared two-core machine at load 2-6 (2026-12-02); the budget is 3 minutes."""
+check-memory, 61 s on the shared two-core machine at load 2-6 (2026-12-02); the budget is 3 minutes.
+Three reproductions of once-refused kinds (cp, MoE with sp, zb-h1 with tp) were added since."""
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +42,8 @@ def test_the_slice_runs_plans_of_every_model_and_the_reproductions(outcomes: lis
     assert verdicts["repro-llama-1f1b-one-micro"] == verdicts["repro-gpt2-one-rank"] == "equal"
     assert verdicts["repro-mixtral-ep2"] == "equal"  # the runtime shards experts over ep (planner.runtime.expert_parallel)
     assert verdicts["repro-cnn-dp-zero3"] == verdicts["repro-cnn-tp2-pp2"] == "equal"  # no sequence, no tokens
+    # once native rules (native-cp, native-moe-sp, native-zb-h1-tp), now run
+    assert verdicts["repro-llama-cp2-tp2-sp"] == verdicts["repro-mixtral-tp2-sp"] == verdicts["repro-llama-zb-tp2"] == "equal"
 
 
 def test_check_memory_measures_every_plan_that_ran(outcomes: list) -> None:

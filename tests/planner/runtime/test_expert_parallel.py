@@ -2,7 +2,9 @@
 (transformers' ``MixtralForCausalLM``: 4 experts, top-2, hidden 32) trained with its experts split over
 an EP group equals one-process training (losses and every final weight, the tolerances of
 ``equality.py``) on 2 and 4 CPU gloo processes, under ZeRO 0, 1 and 3, full and selective
-recomputation, 1F1B and interleaved pipelines and tensor parallelism; swapped experts fail the same
+recomputation, 1F1B and interleaved pipelines, tensor parallelism with and without sequence
+parallelism (the router and experts under SP: ``planner.runtime.tensor_parallel``) and context
+parallelism (the EP group carved out of dp x cp); swapped experts fail the same
 comparison; ``meshplan check-memory``
 measures an ep plan, and a searched ``meshplan plan --ep 2`` plan runs under ``meshplan run``."""
 
@@ -28,6 +30,8 @@ SHAPES: dict[int, dict[str, dict]] = {
         "dp2_ep2": {"dp": 2, "ep": 2, "zero": 0},
         "dp2_ep2_zero3": {"dp": 2, "ep": 2, "zero": 3},
         "dp2_ep2_selective": {"dp": 2, "ep": 2, "zero": 1, "recompute": "selective"},
+        "tp2_sp": {"tp": 2, "sp": True},
+        "cp2_ep2": {"cp": 2, "ep": 2, "zero": 3},
     },
     4: {
         "dp4_ep2_zero1": {"dp": 4, "ep": 2, "zero": 1},
@@ -36,6 +40,8 @@ SHAPES: dict[int, dict[str, dict]] = {
         "pp2_dp2_ep2": {"pp": 2, "dp": 2, "ep": 2, "zero": 1, "schedule": "1f1b"},
         "pp2_vpp2_dp2_ep2": {"pp": 2, "vpp": 2, "dp": 2, "ep": 2, "zero": 3, "schedule": "interleaved-1f1b"},
         "tp2_dp2_ep2": {"tp": 2, "dp": 2, "ep": 2, "zero": 3, "sp": False},
+        "tp2_sp_dp2_ep2": {"tp": 2, "dp": 2, "ep": 2, "zero": 3, "sp": True},
+        "cp2_dp2_ep2": {"cp": 2, "dp": 2, "ep": 2, "zero": 1},
     },
 }
 

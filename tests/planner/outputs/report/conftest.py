@@ -32,8 +32,7 @@ def make_plan(model: str, cluster: str, alternatives: tuple[dict[str, Any], ...]
 
 @pytest.fixture(scope="session")
 def llama_plan() -> Plan:
-    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4, FSDP (zero 3) for torchtitan (the native runtime has
-    no context parallelism: rule native-cp) and two runners-up."""
+    """Llama 3.1 70B, 64 x H100: tp 2 x pp 4 x cp 2 x dp 4, FSDP (zero 3) for torchtitan, and two runners-up."""
     return make_plan("llama3.1-70b", "dgx-h100", RUNNERS_UP, target="torchtitan", **LLAMA70B)
 
 
