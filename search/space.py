@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig, TransformerLayer
 from costmodel.table import deepspeed_stage_layers, default_stage_layers
-from search.targets import engine_fields, native_schedule_allowed, rules_for, tp_overlap_allowed, zero_allowed
+from search.targets import engine_fields, native_schedule_allowed, native_zero_allowed, rules_for, tp_overlap_allowed, zero_allowed
 from search.types import SearchRequest
 
 MAX_CP = 32
@@ -169,7 +169,7 @@ def options(model: ModelSpec, cluster: ClusterSpec, mesh: Mesh, req: SearchReque
         m = req.global_batch // (mb * mesh.dp)
         for schedule, vpp in schedules(model, mesh, m, req):
             for sp in sps:
-                for zero in zeros:
+                for zero in (z for z in zeros if native_zero_allowed(rules, schedule, mesh.pp, z)):
                     # Overlapping TP communication never costs more in the model (exposed time
                     # shrinks, hidden time pays only the overlap slowdown), so it is on where allowed.
                     overlap = sp and tp_overlap

@@ -104,6 +104,13 @@ def native_schedule_allowed(schedule: str, pp: int, num_microbatches: int, recom
     return num_microbatches % max(1, num_microbatches // pp) == 0 and recompute != "selective"
 
 
+def native_zero_allowed(rules: TargetRules, schedule: str, pp: int, zero: int) -> bool:
+    """Whether the native runtime runs ``schedule`` under ZeRO stage ``zero`` (the rule
+    ``native-zb-h1-zero3`` of ``planner.plans.native_rules``): torch's zero-bubble weight pass takes
+    gradients with respect to parameters that FSDP2 has resharded under ZeRO 3, and finds none."""
+    return not (rules.runtime_schedules and schedule == "zb-h1" and pp > 1 and zero == 3)
+
+
 def native_zb_modes(rules: TargetRules, schedule: str, pp: int) -> list[tuple[int, ...]] | None:
     """Recomputation the search may choose for a native zero-bubble pipeline: one mode for every
     layer, none or full (``native-zb-h1-selective``: no selective checkpointing; codes of

@@ -222,6 +222,8 @@ def _target_problems(c: PlanConstraints, target: str, model: ModelSpec) -> list[
         out.append(f"{target} has no expert parallelism (ep {_show(c.ep)} given)")
     if target == "native" and c.schedule == "zb-h1" and c.recompute == "selective":
         out.append(native_rule("native-zb-h1-selective", "recompute selective given"))
+    if target == "native" and c.schedule == "zb-h1" and c.zero is not None and c.zero[0] == 3:
+        out.append(native_rule("native-zb-h1-zero3", "zero 3 given"))
     if c.sp is not None and c.sp not in rules.sequence_parallel and (c.sp or (c.tp is not None and c.tp[0] > 1)):
         out.append(f"{target} {'never applies' if c.sp else 'always applies'} sequence parallelism with tp > 1 ({'--sp' if c.sp else '--no-sp'} given)")
     return out

@@ -117,6 +117,8 @@ def _native(cfg: ParallelConfig, model: ModelSpec, modes: set[str]) -> list[str]
         n = cfg.global_batch // (cfg.micro_batch * cfg.dp)
         if "selective" in modes:
             out.append(native_rule("native-zb-h1-selective", "selective recomputation"))
+        if cfg.zero == 3:
+            out.append(native_rule("native-zb-h1-zero3", "zero 3"))
         if n % max(1, n // cfg.pp):
             out.append(native_rule("native-zb-h1-rounds", f"{n} micro-batches, pp {cfg.pp}: {max(1, n // cfg.pp)} rounds"))
     return out

@@ -109,12 +109,22 @@ class Runtime:
             stack.enter_context(cp_attention(self.mesh.mesh["cp"], cp, self.mesh.coordinate("cp"),
                                              self.plan.request.seq_len, self.device))
             loss = self._forward_backward(inputs, labels)
+        self._check_gradients()
         if self.tied:
             from planner.runtime.tied import sum_tied_grads
 
             sum_tied_grads(dict(self.named_parameters()), self.tied, self.tied_group)
         opt.step()
         return self._mean_loss(loss)
+
+    def _check_gradients(self) -> None:
+        """Fail loudly when none of this rank's trainable parameters received a gradient: a schedule
+        and sharding the native rules missed (``native-zb-h1-zero3`` was found this way) would
+        otherwise step on nothing while the loss still looks right for a few steps."""
+        params = [p for _, p in self.named_parameters() if p.requires_grad]
+        if params and all(p.grad is None for p in params):
+            raise RuntimeError(f"rank {dist.get_rank()}: no parameter of this rank received a gradient "
+                               f"(schedule {self.plan.schedule.name}, zero {self.plan.mesh.zero}); a runtime bug")
 
     def _forward_backward(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor | None:
         n = self.plan.schedule.num_microbatches

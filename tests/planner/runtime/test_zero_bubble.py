@@ -59,3 +59,44 @@ def test_selective_checkpointing_refuses_a_second_backward() -> None:
     two_backwards(None)  # full recomputation: both passes run
     with pytest.raises(RuntimeError, match="backward an extra time"):
         two_backwards(partial(create_selective_checkpoint_contexts, _save_matmuls))
+
+
+WEIGHT_PASS = """
+import sys
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.fsdp import fully_shard
+
+dist.init_process_group("gloo", init_method="file://" + sys.argv[1], rank=0, world_size=1)
+
+
+def weight_gradients(fsdp: bool) -> int:
+    torch.manual_seed(0)
+    layer = nn.Sequential(nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 8))
+    if fsdp:
+        fully_shard(layer, reshard_after_forward=True)
+    x = torch.randn(4, 8, requires_grad=True)
+    out = layer(x).sum()
+    torch.autograd.grad(out, [x], retain_graph=True)
+    return sum(g is not None for g in torch.autograd.grad(out, list(layer.parameters()), allow_unused=True))
+
+
+print(weight_gradients(False), weight_gradients(True))
+dist.destroy_process_group()
+"""
+
+
+def test_fsdp2_zero3_leaves_the_weight_pass_no_gradient(tmp_path: Path) -> None:
+    """Rule ``native-zb-h1-zero3``: what ``stage_backward_input`` then ``stage_backward_weight`` do to
+    a unit. A plain module's weight pass finds all four parameters; an FSDP2 unit resharded after the
+    forward (ZeRO 3) exposes its sharded parameters, which the graph never used, so the pass finds
+    none and the stage would step on no gradient (a pp 2 GPT-2 zb-h1 ZeRO 3 plan's last stage did,
+    before the rule; ``Runtime._check_gradients`` now fails such a step loudly)."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", WEIGHT_PASS, str(tmp_path / "store")], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["4", "0"]
