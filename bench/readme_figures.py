@@ -1,6 +1,7 @@
-"""The README's search-speed table, written by the bench and checked against a fresh run.
+"""The README's search-speed table and serving-fidelity block, written by the benches and checked
+against a fresh run.
 
-Usage: python bench/readme_figures.py [--check] [--cases 1,4,6] [--targets native,megatron,...] [--readme PATH]
+Usage: python bench/readme_figures.py [--check] [--tables search,serving] [--cases 1,4,6] [--targets native,megatron,...] [--readme PATH]
 
 Without ``--check`` it runs ``bench/search_speed.py``'s six cases (``measure``: ``meshplan plan`` in a
 fresh process, as a user runs it) on the default target, ``native``, and on megatron, torchtitan and
@@ -13,12 +14,18 @@ README's table: status, gap, step and candidates must be equal as printed (the s
 deterministic without a time limit), and each time within its noise band (:func:`time_ok`). Any other
 difference prints one line and the exit code is 1. CI runs ``--check`` on the fast cases' native
 column (``tests/bench/test_readme_figures.py``); the full check takes a few minutes.
+
+The serving-fidelity block (``--tables serving``, between :data:`SERVING_BEGIN` and
+:data:`SERVING_END`) is ``bench/serving_fidelity.py``'s whole output, each published row priced on
+its own engine (the CSV's ``engine`` column: TensorRT-LLM for every row stated today); it is
+deterministic, so ``--check`` compares it line by line (a second or two of CPU).
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -30,6 +37,9 @@ import search_speed  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 BEGIN = "<!-- readme_figures: search-speed begin -->"
 END = "<!-- readme_figures: search-speed end -->"
+SERVING_BEGIN = "<!-- readme_figures: serving-fidelity begin -->"
+SERVING_END = "<!-- readme_figures: serving-fidelity end -->"
+TABLES = ("search", "serving")
 TARGETS = ("native", "megatron", "torchtitan", "deepspeed")
 DEFAULT_TARGET = "native"
 FAST_CASES = (1, 4, 6)
@@ -125,38 +135,66 @@ def _time_differences(label: str, recorded: list[str], row: dict) -> list[str]:
     return out
 
 
-def rewrite(readme: str, table: str) -> str:
+def rewrite(readme: str, table: str, begin: str = BEGIN, end: str = END) -> str:
     """``readme`` with the text between the markers (inclusive) replaced by ``table``."""
-    return readme[:readme.index(BEGIN)] + table + readme[readme.index(END) + len(END):]
+    return readme[:readme.index(begin)] + table + readme[readme.index(end) + len(end):]
+
+
+def serving_block() -> str:
+    """``bench/serving_fidelity.py``'s output in a code block, with its markers (exit 1 of the bench,
+    a rate at or below zero, is in its last line and so in the block)."""
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "serving_fidelity.py")], cwd=REPO, capture_output=True, text=True, check=False)
+    return "\n".join([SERVING_BEGIN, "```", proc.stdout.rstrip("\n"), "```", SERVING_END])
+
+
+def serving_differences(readme: str, fresh: str) -> list[str]:
+    """One line per line of the README's serving-fidelity block the fresh run does not print."""
+    if SERVING_BEGIN not in readme or SERVING_END not in readme:
+        return [f"the README has no serving-fidelity block between {SERVING_BEGIN!r} and {SERVING_END!r}"]
+    recorded = readme[readme.index(SERVING_BEGIN):readme.index(SERVING_END) + len(SERVING_END)].splitlines()
+    printed = fresh.splitlines()
+    out = [f"serving fidelity, line {i + 1}: README says {a!r}, the bench prints {b!r}" for i, (a, b) in enumerate(zip(recorded, printed)) if a != b]
+    if len(recorded) != len(printed):
+        out.append(f"serving fidelity: README has {len(recorded)} lines, the bench prints {len(printed)}")
+    return out
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the README instead of rewriting it")
-    parser.add_argument("--cases", default="", help="case numbers to run, e.g. 1,4,6 (default: all six)")
-    parser.add_argument("--targets", default=",".join(TARGETS), help="targets to run (default: all four)")
+    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run: search, serving (default: both)")
+    parser.add_argument("--cases", default="", help="search-speed case numbers to run, e.g. 1,4,6 (default: all six)")
+    parser.add_argument("--targets", default=",".join(TARGETS), help="search-speed targets to run (default: all four)")
     parser.add_argument("--readme", default=str(REPO / "README.md"))
     args = parser.parse_args(argv[1:])
     numbers = [int(x) for x in args.cases.split(",") if x] or list(range(1, len(cases()) + 1))
     targets = [t for t in args.targets.split(",") if t]
-    if any(t not in TARGETS for t in targets) or any(not 1 <= n <= len(cases()) for n in numbers):
-        print(f"readme_figures: unknown target or case in {args.targets!r} / {args.cases!r}", file=sys.stderr)
+    tables = [t for t in args.tables.split(",") if t]
+    if any(t not in TARGETS for t in targets) or any(not 1 <= n <= len(cases()) for n in numbers) or any(t not in TABLES for t in tables):
+        print(f"readme_figures: unknown table, target or case in {args.tables!r} / {args.targets!r} / {args.cases!r}", file=sys.stderr)
+        return 2
+    if not args.check and "search" in tables and (set(targets) != set(TARGETS) or len(numbers) != len(cases())):
+        print("readme_figures: rewriting the table needs every case and target", file=sys.stderr)
         return 2
     path = Path(args.readme)
     readme = path.read_text(encoding="utf-8")
-    measured = measure_all(numbers, targets)
+    measured = measure_all(numbers, targets) if "search" in tables else {}
+    serving = serving_block() if "serving" in tables else ""
     if not args.check:
-        if set(targets) != set(TARGETS) or len(numbers) != len(cases()):
-            print("readme_figures: rewriting the table needs every case and target", file=sys.stderr)
-            return 2
-        path.write_text(rewrite(readme, render(measured)), encoding="utf-8")
-        print(render(measured))
+        if measured:
+            readme = rewrite(readme, render(measured))
+            print(render(measured))
+        if serving:
+            readme = rewrite(readme, serving, SERVING_BEGIN, SERVING_END)
+            print(serving)
+        path.write_text(readme, encoding="utf-8")
         return 0
-    found = differences(readme, measured)
+    found = differences(readme, measured) if measured else []
+    found += serving_differences(readme, serving) if serving else []
     for line in found:
         print(line)
-    print(f"{len(found)} difference(s) between the README's search-speed table and a fresh run "
-          f"(cases {','.join(map(str, numbers))}; targets {','.join(targets)})")
+    scope = f" (search cases {','.join(map(str, numbers))}; targets {','.join(targets)})" if measured else ""
+    print(f"{len(found)} difference(s) between the README's tables ({', '.join(tables)}) and a fresh run{scope}")
     return 1 if found else 0
 
 

@@ -36,7 +36,8 @@ test_bounds.py`` checks each against the exhaustive solver on small cases.
    M·p(p − 1)/(2v). The second depends on M, which term 1 bounds from below by M₀: the step is at
    least (m − 1/d)·M plus this term, whose slope in M is at least (m − 1/d) − (p − 1)/(2v); when that
    is not negative the sum is least at M = M₀, so the term is taken at M₀ there (``bound_s``). The
-   first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it.
+   first rank has no slack at all: ``search.exposure`` bounds terms 1 and 5 together from it, and
+   ``search.rank_exposure`` from every rank (the later ones have at most r·M/v of slack).
 6. Gradient accumulation (``costmodel.step._accumulation_time``, engines that do not fuse it into the
    weight-gradient GEMM: the native runtime, torchtitan, DeepSpeed): linear in the rank's parameters,
    and the step pays the largest rank's, at least the mean rank's.
@@ -74,6 +75,7 @@ from costmodel.step import FRAGMENTATION, _accumulation_time, _dp_coefficients, 
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.exposure import bucket_floor_s, first_rank_floor_s, first_rank_terms
 from search.pressure import block_state_bytes, pressure_floor_s
+from search.rank_exposure import later_ranks_floor_s
 from search.rank_sum import joint_floor_s, least_sums, rank_sum_extra_s
 from search.targets import RULES, native_zb_modes
 from search.types import SearchRequest
@@ -175,6 +177,8 @@ def _mode_bound(table: CostTable, cfg: ParallelConfig, memo: dict | None, pressu
     if pressure:  # terms 1 and 5 together, from the first rank (search.exposure), never below their sum
         others = least_sums(table, cfg, memo, mode, without_first=True) if cfg.pp > 1 else None
         core = first_rank_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m), others)
+        core = max(core, later_ranks_floor_s(table, cfg, view, v.group_times, slowest, d, lambda m: _dp_floor(table, cfg, v, m),
+                                             bucket_floor_s(table, cfg, view)))
     else:
         core = (cfg.num_microbatches - 1.0 / d) * slowest + _dp_floor(table, cfg, v, slowest)
     total = v.total_s

@@ -3,7 +3,8 @@
 CI reruns the fast cases (GPT-3 175B, Mixtral 8x7B, the alternating model; about 15 s of CPU) on the
 default target, native, and compares status, gap, step and candidates exactly and the times within
 the noise band; the other targets and the slow cases are checked by running the bench itself
-(``python bench/readme_figures.py --check``, a few minutes).
+(``python bench/readme_figures.py --check``, a few minutes). The serving-fidelity block is
+``bench/serving_fidelity.py``'s output, compared line by line (about 2 s of CPU).
 """
 
 from __future__ import annotations
@@ -58,9 +59,30 @@ def test_check_exits_1_on_an_edited_readme(tmp_path: Path) -> None:
     cell = row[rf.HEADER.index("native (default): result")]
     edited = tmp_path / "README.md"
     edited.write_text(readme.replace(cell, cell.replace("step ", "step 9", 1)), encoding="utf-8")
-    assert rf.main(["readme_figures.py", "--check", "--cases", "6", "--targets", "native", "--readme", str(edited)]) == 1
+    assert rf.main(["readme_figures.py", "--check", "--tables", "search", "--cases", "6", "--targets", "native", "--readme", str(edited)]) == 1
 
 
 def test_time_band() -> None:
     assert rf.time_ok(5.6, 2.7, "CPU s") and rf.time_ok(1.2, 2.7, "CPU s") and rf.time_ok(25.0, 2.7, "wall s")
     assert not rf.time_ok(30.0, 2.7, "CPU s") and not rf.time_ok(1.0, 20.0, "CPU s") and not rf.time_ok(60.0, 2.7, "wall s")
+
+
+@pytest.fixture(scope="module")
+def serving() -> str:
+    return rf.serving_block()
+
+
+def test_the_readme_serving_block_matches_a_fresh_run(serving: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert rf.serving_differences(readme, serving) == []
+
+
+def test_an_edited_serving_figure_is_found(serving: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index(rf.SERVING_BEGIN):readme.index(rf.SERVING_END)]
+    line = next(x for x in block.splitlines() if x.startswith("all rows"))
+    edited = readme.replace(line, line.replace("%", "1%", 1))  # the median gains a digit the bench never printed
+    assert edited != readme
+    found = rf.serving_differences(edited, serving)
+    assert len(found) == 1 and "all rows" in found[0]
+    assert rf.serving_differences(readme.replace(rf.SERVING_BEGIN, ""), serving)  # no block: a difference, not a pass

@@ -168,3 +168,24 @@ def test_the_data_parallel_floor_at_the_slowest_rank_floor_holds(network_gbps: f
     assert _dp_floor(table, cfg, v, slowest) > _dp_floor(table, cfg, v)
     # the first rank's exposure (search.exposure) raises the bound further; it stays under every step
     assert bound_s(table, cfg, {}, pressure=False) < bound_s(table, cfg, {}) <= best * (1 + REL)
+
+
+@pytest.mark.parametrize(("blocks", "network_gbps", "microbatches", "zero"), [(8, 0.5, 8, 0), (8, 1.0, 4, 0), (8, 1.0, 8, 1), (12, 0.5, 4, 1)])
+def test_the_later_ranks_exposure_floor_holds(blocks: int, network_gbps: float, microbatches: int, zero: int,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gradient reduction over a slow network, four pipeline ranks: every rank after the first has
+    at most r·M of slack, so placing the blocks exposes some rank's reduction (search.rank_exposure);
+    that raises the bound, which stays under every split and recomputation. (8, 1.0, 4, 0) caught a
+    version that took the floor at the breakpoints only, where the other layers' room grows inside an
+    interval."""
+    import search.bounds
+
+    spec, hw = model(blocks), cluster(1)
+    hw = hw.model_copy(update={"network_bandwidth_gbps": network_gbps, "gpu": hw.gpu.model_copy(update={"hbm_gib": 40.0})})
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=4, dp=2, micro_batch=1, global_batch=2 * microbatches, seq_len=512, engine="megatron", zero=zero)
+    best = min(estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "recompute": mode})).step_time_s
+               for sizes in _compositions(len(spec.layers), 4) for mode in ("none", "selective", "full"))
+    raised = bound_s(table, cfg, {})
+    monkeypatch.setattr(search.bounds, "later_ranks_floor_s", lambda *args: 0.0)
+    assert bound_s(table, cfg, {}) < raised <= best * (1 + REL)
