@@ -63,7 +63,7 @@ def describe(cp: int, device_type: str) -> str:
 def check_context_parallel(cp: int, seq_len: int, tp: int, sp: bool, tokens: bool) -> None:
     """InputError when ``cp > 1`` cannot shard this plan's sequence: a model without a token sequence,
     a sequence that is not ``2 cp`` equal chunks, or a local sequence that sequence parallelism cannot
-    cut over tp (``planner.plans.config_checks`` refuses such plans first)."""
+    cut over tp (``planner.estimation.config_checks`` refuses such plans first)."""
     if cp <= 1:
         return
     if not tokens:

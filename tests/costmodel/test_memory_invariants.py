@@ -24,7 +24,7 @@ from costmodel.specs import ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
-from planner.plans.config_checks import parallel_problems
+from planner.estimation.config_checks import parallel_problems
 
 NAMES = ("llama3.1-8b", "mpt-13b", "mixtral-8x7b", "bloom-176b")
 CLUSTER = resolve_cluster_arg("dgx-h100")
