@@ -48,7 +48,10 @@ class Embedding(nn.Module):
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         h = F.embedding(tokens, self.token_weight)
         if self.position_weight is not None:
-            h = h + self.position_weight[_positions(tokens.shape[1], self.cp_shard, tokens.device)]
+            if self.cp_shard[0] == 1:  # a slice (a DTensor table under TP takes no tensor index)
+                h = h + self.position_weight[: tokens.shape[1]]
+            else:
+                h = h + self.position_weight[_positions(tokens.shape[1], self.cp_shard, tokens.device)]
         return h
 
 
