@@ -254,3 +254,15 @@ def compare(ref: Reference, got: tuple[list[float], dict[str, torch.Tensor]]) ->
             assert moved <= STEPS * LR * 1.01, f"{name} moved {moved} > {STEPS} steps of lr {LR}"
             continue
         torch.testing.assert_close(params[name], want, rtol=RTOL, atol=ATOL, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def check_all(out: Path, jobs: list[Job], refs: dict[str, Reference]) -> None:
+    """Every job's results equal its model's one-process reference (the model is the job name's first
+    part); all mismatches reported at once."""
+    failures = []
+    for job in jobs:
+        try:
+            compare(refs[job.name.split("-")[0]], results(out, job.name))
+        except AssertionError as err:
+            failures.append(f"{job.name}: {str(err).splitlines()[0]}")
+    assert not failures, "\n".join(failures)

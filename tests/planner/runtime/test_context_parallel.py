@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from equality import RTOL, Job, Reference, compare, reference, results, run_world
+from equality import check_all, RTOL, Job, Reference, compare, reference, results, run_world
 from plan_helpers import gpt_spec, llama_spec, make_plan, write_llama_config
 from planner.errors import InputError
 from planner.runtime.context_parallel import check_context_parallel, local_positions, shard_sequence, variant
@@ -75,28 +75,18 @@ def _jobs(models: dict[str, object], shapes: dict[str, dict]) -> list[Job]:
             for name, model in models.items() for shape, cfg in shapes.items()]
 
 
-def _check(out: Path, jobs: list[Job], refs: dict[str, Reference]) -> None:
-    failures = []
-    for job in jobs:
-        try:
-            compare(refs[job.name.split("-")[0]], results(out, job.name))
-        except AssertionError as err:
-            failures.append(f"{job.name}: {str(err).splitlines()[0]}")
-    assert not failures, "\n".join(failures)
-
-
 def test_two_process_cp_equals_one_process(models: dict[str, object], references: dict[str, Reference],
                                            tmp_path: Path) -> None:
     jobs = _jobs(models, SHAPES[2])
     run_world(2, jobs, tmp_path)
-    _check(tmp_path, jobs, references)
+    check_all(tmp_path, jobs, references)
 
 
 def test_four_process_cp_shapes_equal_one_process(models: dict[str, object], references: dict[str, Reference],
                                                   tmp_path: Path) -> None:
     jobs = _jobs({k: models[k] for k in ("llama", "preset")}, SHAPES[4])
     run_world(4, jobs, tmp_path)
-    _check(tmp_path, jobs, references)
+    check_all(tmp_path, jobs, references)
 
 
 TWIN_ATOL = 5e-5

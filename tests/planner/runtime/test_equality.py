@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from equality import Job, Reference, compare, reference, results, run_world
+from equality import check_all, Job, Reference, compare, reference, results, run_world
 from plan_helpers import gpt_spec, llama_spec, make_plan, write_llama_config
 
 HERE = Path(__file__).parent
@@ -79,16 +79,6 @@ def _jobs(models: dict[str, object], shapes: dict[str, dict]) -> list[Job]:
     return jobs
 
 
-def _check_all(out: Path, jobs: list[Job], refs: dict[str, Reference]) -> None:
-    failures = []
-    for job in jobs:
-        try:
-            compare(refs[job.name.split("-")[0]], results(out, job.name))
-        except AssertionError as err:
-            failures.append(f"{job.name}: {str(err).splitlines()[0]}")
-    assert not failures, "\n".join(failures)
-
-
 @pytest.fixture(scope="module")
 def world2(models: dict[str, object], tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Job]]:
     """Two processes: the 2-rank shapes, and the negative job (stage boundary moved in the module only)."""
@@ -101,7 +91,7 @@ def world2(models: dict[str, object], tmp_path_factory: pytest.TempPathFactory) 
 
 
 def test_two_process_shapes_equal_one_process(world2: tuple[Path, list[Job]], references: dict[str, Reference]) -> None:
-    _check_all(*world2, references)
+    check_all(*world2, references)
 
 
 def test_moved_stage_boundary_fails_the_check(world2: tuple[Path, list[Job]], references: dict[str, Reference]) -> None:
@@ -120,10 +110,10 @@ def test_four_process_shapes_and_a_searched_plan(models: dict[str, object], refe
     searched = Job("llama-searched", models["llama"], plan_file.read_text())
     jobs = _jobs(models, SHAPES[4]) + [searched]
     run_world(4, jobs, tmp_path)
-    _check_all(tmp_path, jobs, references)
+    check_all(tmp_path, jobs, references)
 
 
 def test_eight_process_3d_shape(models: dict[str, object], references: dict[str, Reference], tmp_path: Path) -> None:
     jobs = _jobs(models, SHAPES[8])
     run_world(8, jobs, tmp_path)
-    _check_all(tmp_path, jobs, references)
+    check_all(tmp_path, jobs, references)
