@@ -97,6 +97,23 @@ def forward_end_activation_bytes(cfg: ParallelConfig, t: RankSums, rank: int) ->
     return _held_act_bytes(cfg, t, rank, _flight(cfg, rank)) + t.work_bytes
 
 
+def largest_activation_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> float:
+    """The most activation bytes the rank holds at any moment of the step: the end of its forwards
+    (:func:`forward_end_activation_bytes`, with a GPipe last stage's held losses), or the peak's own
+    activations where those are larger. Unlike the peak's activations (which can be the end of a
+    backward, most of them freed: :func:`_peak_phase`), this grows with the micro-batch (issue 35)."""
+    at_peak = rank_parts(table, cfg, t, rank)[0]["activations"]
+    return max(at_peak, forward_end_activation_bytes(cfg, t, rank) + _gpipe_loss_bytes(table, cfg, rank, _flight(cfg, rank)))
+
+
+def _gpipe_loss_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: float) -> float:
+    """The other micro-batches' losses a GPipe last stage holds (``costmodel.memory.held_loss_bytes``)."""
+    if cfg.schedule != "gpipe":
+        return 0.0
+    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
+    return held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
+
+
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
     """Bytes of tensors pipeline rank ``rank`` holds at its peak, what PyTorch's allocator hands out
     and ``torch.distributed._tools``' memory tracker counts: model states (dense and expert parts
@@ -115,12 +132,13 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
-    acts = held + t.work_bytes
+    acts, transient = held + t.work_bytes, 0.0
     if terms.grads_freed_each_step:
+        whole = grads
         acts, grads = _peak_phase(cfg, t, flight, held, grads, end_work)
+        transient = max(grads - whole, 0.0)  # the embedding's last gradient, a transient like the activations
+    acts += _gpipe_loss_bytes(table, cfg, rank, flight)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
-    if cfg.schedule == "gpipe":
-        acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
     allocated = {
         "params": d[0] + e[0],
         "grads": grads,
@@ -130,7 +148,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
-        "allocator_slack": FRAGMENTATION * acts,
+        "allocator_slack": FRAGMENTATION * (acts + transient),
         "allocator_cache": max(0.0, d[1] + e[1] - grads),
         "allocator_loss_block": stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0,
     }
@@ -195,15 +213,19 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
     recomputed block counts as ``work_bytes``: issue 35).
 
-    Named exception to "a larger micro-batch never shows fewer activations": at one micro-batch per
-    step (no gradients during the forward) the peak can be B, where the activations are freed, while
-    two micro-batches of half the size peak at A, the second forward beside the first's gradients
-    (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB of activations, micro-batch 2
-    at B with 11.5). What A holds, the in-flight activations and the transient, grows."""
+    The transients do not meet: B counts the largest of them, the embedding's gradient (a gradient,
+    booked as one) where it is the largest. So B's activations never exceed A's, and what A holds
+    (:func:`forward_end_activation_bytes`, the activations ``estimate`` reports) grows with the
+    micro-batch. The peak's own activations need not: at one micro-batch per step (no gradients
+    during the forward) the peak can be B, where the activations are freed, while two micro-batches
+    of half the size peak at A, the second forward beside the first's gradients (BLOOM 176B on one
+    GPU, batch 2: micro-batch 1 peaks at A with 67 GiB of activations, micro-batch 2 at B with 11.5
+    of the 134 its forward's end holds)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
     start = (held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
-    last = max(t.work_bytes, end_work, t.largest_layer_act_bytes)
-    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads)  # one chunk-micro-batch done
+    last = max(t.work_bytes, t.largest_layer_act_bytes)
+    extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
+    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad)  # one chunk-micro-batch done
     return start if sum(start) >= sum(end) else end
 
 

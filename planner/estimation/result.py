@@ -42,13 +42,18 @@ class LinkTime(BaseModel):
 
 
 class MemoryBreakdown(BaseModel):
-    """Memory of the most loaded GPU, GiB; the parts add up to ``peak_memory_gib``."""
+    """Memory of the most loaded GPU, GiB: ``params + grads + optimizer_states + activations_at_peak +
+    buffers`` is ``peak_memory_gib``. ``activations`` is the most activation memory the GPU holds at
+    any moment of the step (the end of its forwards); ``activations_at_peak`` what it holds at the
+    peak, which can be the end of a backward with most activations freed
+    (``costmodel.rank_memory._peak_phase``). The first grows with the micro-batch, the second need not."""
 
     model_config = _STRICT
     params: float
     grads: float
     optimizer_states: float
     activations: float
+    activations_at_peak: float
     buffers: float
 
 
@@ -116,12 +121,22 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
         over_by_gib=step.over_by_gib,
         time_breakdown_s=TimeBreakdown(**step.time_breakdown_s),
         link_time_s=LinkTime(**step.link_time_s),
-        memory_breakdown_gib=MemoryBreakdown(**step.memory_breakdown_gib),
+        memory_breakdown_gib=_memory_breakdown(step),
         memory_breakdown_rank=_peak_rank(step),
         pipeline_ranks=ranks,
         config=cfg.model_dump(mode="json"),
         assumptions=_with_mfu_note(assumptions + [n for n in [*table.model.notes, *_phase_note(step)] if n not in assumptions]),
     )
+
+
+def _memory_breakdown(step: StepEstimate) -> MemoryBreakdown:
+    """The peak rank's parts at its peak, with the most activations it holds at any moment."""
+    from costmodel.rank_memory import largest_activation_bytes
+
+    rank = _peak_rank(step)
+    parts = step.memory_breakdown_gib
+    largest = largest_activation_bytes(step.table, step.config, step.ranks.rank(rank), rank) / 2**30
+    return MemoryBreakdown(**{**parts, "activations": largest, "activations_at_peak": parts["activations"]})
 
 
 def _phase_note(step: StepEstimate) -> list[str]:

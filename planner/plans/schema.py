@@ -16,7 +16,7 @@ from planner.plans.constraints import PlanConstraints
 from planner.estimation.result import EstimateResult
 from planner.plans.hetero.schema import HeteroInfo
 
-SCHEMA_VERSION = "1.0"
+SCHEMA_VERSION = "1.1"
 """Version of the plan layout; ``planner.load_plan`` refuses any other."""
 
 Target = Literal["native", "megatron", "torchtitan", "deepspeed"]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.runtime.rank_times import RankTime
 
-RECORD_SCHEMA_VERSION = "1.0"
+RECORD_SCHEMA_VERSION = "1.1"
 """Version of the run-record layout."""
 
 _RECORD = ConfigDict(frozen=True, extra="forbid", use_attribute_docstrings=True)

@@ -55,7 +55,7 @@ def test_json_is_the_plan_file_byte_for_byte_and_deterministic(meshplan, tiny, t
     second = meshplan("plan", *tiny, "--json")
     assert first.returncode == second.returncode == 0, first.stderr + second.stderr
     assert first.stdout == (tmp_path / "plan.json").read_text() == second.stdout
-    assert json.loads(first.stdout)["schema_version"] == "1.0"  # exactly one JSON document
+    assert json.loads(first.stdout)["schema_version"] == "1.1"  # exactly one JSON document
 
 
 def test_timing_records_the_search_wall_time(meshplan, tiny) -> None:

@@ -55,7 +55,7 @@ def test_target_rule_broken_by_hand(meshplan, one_line_error, plan_file: Path) -
 @pytest.mark.parametrize(("text", "fragment"), [
     ("{not json", "is not valid JSON"),
     ('{"schema_version": "0.1"}', "schema_version '0.1'"),
-    ('{"schema_version": "1.0"}', "is malformed"),
+    ('{"schema_version": "1.1"}', "is malformed"),
 ])
 def test_unreadable_plans_are_bad_input(meshplan, one_line_error, tmp_path: Path, text: str, fragment: str) -> None:
     path = tmp_path / "plan.json"
