@@ -16,10 +16,16 @@ def cp_gathered_kv_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
 
     The native runtime's all-gather-KV attention (``planner.runtime.context_parallel``; Llama Team
     2024, "The Llama 3 Herd of Models", section 3.3.2) hands SDPA the gathered K and V, which autograd
-    keeps for SDPA's backward: ``cp`` times the local K and V instead of once. The runtime's decoder
-    repeats K and V to every query head before SDPA (``costmodel.memory.eager_block_extra_bytes``
-    counts the local copy so, 4q bytes per token in bf16), so the gathered copy is ``q`` wide:
-    ``2 (K, V) x ACT_BYTES x q / tp x (cp - 1)`` bytes per local token."""
+    keeps for SDPA's backward: ``cp`` times the local K and V instead of once. The runtime's own
+    decoder (``planner.runtime.models.Block``) repeats K and V to every query head before SDPA
+    (``costmodel.memory.eager_block_extra_bytes`` counts the local copy so, 4q bytes per token in
+    bf16), so the gathered copy is ``q`` wide: ``2 (K, V) x ACT_BYTES x q / tp x (cp - 1)`` bytes per
+    local token. transformers' own blocks (``TransformerLayer.transformers_block``) hand SDPA the
+    grouped K and V with ``enable_gqa`` (transformers ``integrations/sdpa_attention.py``), which
+    ``allgather_attention`` gathers as they come: ``ACT_BYTES x (k + v) / tp x (cp - 1)``. Measured
+    with check-memory on a planner-chosen Llama plan (h 2048, 32 heads, 4 KV heads, 22 blocks,
+    seq 32,768, cp 4, micro-batch 2): 7.2 GiB of gathered K/V priced q wide that the tracker never saw."""
     if cfg.cp == 1:
         return 0.0
-    return cfg.tokens * 2 * ACT_BYTES * layer.q_width / cfg.tp * (cfg.cp - 1)
+    width = layer.k_width + layer.v_width if layer.transformers_block else 2 * layer.q_width
+    return cfg.tokens * ACT_BYTES * width / cfg.tp * (cfg.cp - 1)

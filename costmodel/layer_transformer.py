@@ -340,7 +340,8 @@ def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: Cluster
 
 def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tuple[float, float]:
     """(all, expert) parameters on one GPU: weights split by TP, norms and row biases replicated,
-    experts split by EP and by TP (expert-TP = TP, Megatron's default); MLA's down-projections and
+    experts split by EP and by TP (expert-TP = TP, Megatron's default; by EP only where the engine runs
+    them whole on every TP rank, ``EngineTerms.replicates_experts_over_tp``); MLA's down-projections and
     latent norms, and per-head q/k norms, replicated (:func:`costmodel.params.mla_replicated_params`)."""
     total = layer_params(layer)
     experts = expert_params(layer)
@@ -351,7 +352,7 @@ def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tupl
         replicated += layer.hidden_size * layer.num_experts
     replicated += mla_replicated_params(layer) + qk_norm_params(layer)
     dense = total - experts - replicated
-    local_experts = experts / (cfg.ep * cfg.tp)
+    local_experts = experts / (cfg.ep * cfg.expert_tp)
     return dense / cfg.tp + replicated + local_experts, local_experts
 
 

@@ -54,6 +54,12 @@ class LocalConfig:
     def sp_div(self) -> int:
         return self.tp if self.sp else 1
 
+    @property
+    def expert_tp(self) -> int:
+        """TP ranks an MoE block's routed experts are split over: ``tp`` (Megatron's expert-TP = TP),
+        or 1 where the engine runs them whole on every TP rank (``EngineTerms.replicates_experts_over_tp``)."""
+        return 1 if self.terms is not None and self.terms.replicates_experts_over_tp else self.tp
+
 
 @dataclass(frozen=True)
 class LayerCost:

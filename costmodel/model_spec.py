@@ -96,6 +96,14 @@ class TransformerLayer(BaseModel):
     """MLA: per-head value width (0 elsewhere: values are ``head_dim`` wide)."""
     conv1d: bool = False
     """Projections are transformers' ``Conv1D`` (GPT-2), not ``nn.Linear`` (``EngineTerms.replicates_conv1d_blocks``)."""
+    transformers_block: bool = False
+    """The block runs as transformers' own module (a ``config.json`` built by transformers, as the native
+    runtime does: ``planner.runtime.models.build_model``), not ``planner.runtime.models.Block``: its
+    attention hands SDPA the grouped K/V with ``enable_gqa`` (transformers
+    ``integrations/sdpa_attention.py`` ``use_gqa_in_sdpa``: no mask, causal), keeping no copy repeated
+    to every head, and its RMSNorm (``LlamaRMSNorm`` and kin) keeps one fp32 copy of the input and the
+    bf16 normalised one where ``torch.nn.RMSNorm`` keeps two fp32 tensors
+    (``costmodel.memory.eager_block_extra_bytes``)."""
 
     @model_validator(mode="after")
     def _mla_shape(self) -> "TransformerLayer":
@@ -151,7 +159,7 @@ class TransformerLayer(BaseModel):
         return self.num_heads * (self.v_head_dim or self.head_dim)
 
 
-_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "conv1d")
+_OPTIONAL_BLOCK_FIELDS = ("attention_chunk", "fixed_seq_len", "cross_seq_len", "qk_norm", "kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "conv1d", "transformers_block")
 
 
 class NormLayer(BaseModel):

@@ -1,5 +1,5 @@
 """The gathered K/V of context parallelism (``costmodel.cp_memory``): nothing at cp 1, the other ranks'
-repeated K and V at cp > 1, counted by the native engine only (its runtime gathers them,
+repeated K and V at cp > 1 (grouped, as SDPA gets them, in transformers' own blocks), counted by the native engine only (its runtime gathers them,
 ``planner.runtime.context_parallel``)."""
 
 from __future__ import annotations
@@ -30,6 +30,16 @@ def test_the_other_ranks_k_and_v_repeated_to_every_query_head() -> None:
     cfg = _local(4, "native")
     local_tokens = 8192 / 4
     assert cp_gathered_kv_bytes(LAYER, cfg) == local_tokens * 2 * 2 * (32 * 128 / 2) * 3
+
+
+def test_transformers_blocks_gather_the_grouped_k_and_v() -> None:
+    """transformers' Llama hands SDPA its 8 KV heads unrepeated (``enable_gqa``): a quarter of the
+    32 query heads' width gathered."""
+    cfg = _local(4, "native")
+    hf = LAYER.model_copy(update={"transformers_block": True})
+    local_tokens = 8192 / 4
+    assert cp_gathered_kv_bytes(hf, cfg) == local_tokens * 2 * (2 * 8 * 128 / 2) * 3
+    assert cp_gathered_kv_bytes(hf, cfg) == cp_gathered_kv_bytes(LAYER, cfg) / 4
 
 
 def test_the_native_engine_stores_it_beside_the_block() -> None:

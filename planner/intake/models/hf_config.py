@@ -111,7 +111,7 @@ def _ffn_act(raw: dict[str, Any], family: Family) -> FfnAct:
     ``gelu_new``, GPT-2's) or ``gelu`` from the activation name."""
     if family.gated:
         return "swiglu"
-    act = raw.get("hidden_act") or raw.get("activation_function") or "gelu"
+    act = raw.get("hidden_act") or raw.get("activation_function") or family.act_default
     if act == "gelu_new":
         return "gelu_tanh"
     return "relu" if "relu" in str(act) else "gelu"
@@ -329,6 +329,7 @@ def spec_from_hf_dict(raw: dict[str, Any], *, name: str, source: str) -> ModelSp
             attention_chunk=chunk if local else None,
             qk_norm=family.qk_norm,
             conv1d=family.conv1d,
+            transformers_block=True,
             **{k: v for k, v in mla.items() if k != "head_dim"},
         )
 

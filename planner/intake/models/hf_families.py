@@ -91,6 +91,9 @@ class Family:
     but each ``sliding_window_pattern``-th (Gemma 3, default 6: five local layers to one global).
     A ``layer_types`` list (``sliding_attention`` / ``full_attention`` / ``chunked_attention``)
     overrides the rule wherever it is given."""
+    act_default: str = "gelu"
+    """The activation a config that names none gets (transformers' config class default: GPT-2's
+    ``activation_function="gelu_new"``, transformers/models/gpt2/configuration_gpt2.py)."""
     dropout_keys: tuple[str, ...] = ("attention_dropout",)
     dropout_default: float = 0.0
     aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
@@ -137,7 +140,7 @@ FAMILIES: dict[str, Family] = {
                       moe="mixtral", aliases=_GPT_OSS_ALIASES),
     # GPT-2: Conv1D projections with biases, learned positions, tied head, dropouts 0.1.
     "gpt2": Family(gated=False, norm="layernorm", tied_default=True, qkv_bias=True, out_bias=True,
-                   mlp_bias=True, ffn_default_4h=True, learned_positions=True, conv1d=True,
+                   mlp_bias=True, ffn_default_4h=True, learned_positions=True, conv1d=True, act_default="gelu_new",
                    dropout_keys=("attn_pdrop", "resid_pdrop", "embd_pdrop"), dropout_default=0.1,
                    aliases=_GPT2_ALIASES),
     # GPT-NeoX: rotary, biases (attention_bias default True), untied embed_out.

@@ -239,6 +239,8 @@ class _Builder:
         layer, surplus = found
         if any(type(m).__name__ == "Conv1D" for m in self.module(inst).modules()):  # transformers' GPT-2 projections
             layer = layer.model_copy(update={"conv1d": True})
+        if _is_transformers_module(self.module(inst)):  # runs as transformers' own block, as a config.json's does
+            layer = layer.model_copy(update={"transformers_block": True})
         slots = [Slot([inst.index], layer, params - surplus, tp_mode="column_row")]
         if surplus:
             extra = Slot([], None, surplus, passthrough=True)
@@ -311,6 +313,13 @@ def _measure(b: _Builder, slot: Slot, shape: Shape) -> tuple[float, float, float
             elif op.kind == "memory":
                 mem += op.bytes_read + op.bytes_written
     return lin, attn, mem, saved, count
+
+
+def _is_transformers_module(module: nn.Module) -> bool:
+    """A block defined by the ``transformers`` package (``LlamaDecoderLayer`` and kin): the native
+    runtime runs the traced model itself, so the block keeps transformers' memory layout
+    (``TransformerLayer.transformers_block``), as the block of the same model read from its config.json."""
+    return type(module).__module__.split(".")[0] == "transformers"
 
 
 def _attention_like(op: OpRecord, context: int) -> bool:

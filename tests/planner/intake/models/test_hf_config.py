@@ -89,7 +89,10 @@ def test_llama31_8b_config_equals_preset(tmp_path: Path) -> None:
     spec = load_hf_config(path)
     preset = build_preset("llama3.1-8b")
     assert count_params(spec) == count_params(preset) == 8_030_261_248
-    assert spec.layers[1:] == preset.layers[1:]
+    # the same shapes; only the module that runs them differs (transformers' vs planner.runtime.models.Block)
+    assert [b.transformers_block for b in blocks(spec)] == [True] * 32
+    assert [b.model_copy(update={"transformers_block": False}) for b in spec.layers[1:-2]] == list(preset.layers[1:-2])
+    assert spec.layers[-2:] == preset.layers[-2:]
     assert spec.max_seq_len == 131072 and not spec.tied_embeddings
     assert spec.name == "Llama-3.1-8B" and spec.source == str(path)
 
@@ -116,6 +119,10 @@ def test_gpt2_small_aliases_learned_positions_tied(tmp_path: Path) -> None:
     block = blocks(spec)[0]
     assert block.ffn_hidden_size == 3072 and block.ffn_act == "gelu_tanh" and block.dropout  # gelu_new: op by op
     assert block.qkv_bias and block.out_bias and block.mlp_bias and block.norm == "layernorm"
+    assert block.transformers_block  # built and run by transformers (costmodel.memory.eager_block_extra_bytes)
+    unnamed = {k: v for k, v in GPT2_SMALL.items() if k != "activation_function"}
+    # GPT2Config's own default is gelu_new, so a config.json that names none runs the op-by-op tanh GELU
+    assert blocks(load_hf_config(write(tmp_path, unnamed, "unnamed.json")))[0].ffn_act == "gelu_tanh"
 
 
 def test_gpt_neox_pythia_160m(tmp_path: Path) -> None:

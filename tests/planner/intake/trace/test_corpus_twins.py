@@ -24,9 +24,11 @@ def test_full_size_model_estimates_like_its_twin(name: str, tmp_path: Path) -> N
     arg, trace = catalog.model_arg(entry, tmp_path)
     traced = resolve_model_arg(arg, trace)
     twin = resolve_model_arg(catalog.twin_arg(entry, tmp_path))
-    if name == "nanogpt":  # nn.Linear projections, its GPT-2 config twin's are transformers' Conv1D, which the native
+    if not entry.hf:  # a block of its own (nanoGPT, litgpt: nn.Linear), where a config.json twin's runs as transformers'
+        # (``transformers_block``: grouped K/V, LlamaRMSNorm's saved tensors) with GPT-2's Conv1D, which the native
         # runtime does not split over tp (costmodel.engines.EngineTerms.replicates_conv1d_blocks): compare the shapes alone
-        twin = twin.model_copy(update={"layers": tuple(x.model_copy(update={"conv1d": False}) if getattr(x, "conv1d", False) else x
+        plain = {"conv1d": False, "transformers_block": False}
+        twin = twin.model_copy(update={"layers": tuple(x.model_copy(update=plain) if x.kind == "transformer" else x
                                                        for x in twin.layers)})
     for setting in SETTINGS:
         run = dict(cluster="dgx-a100", global_batch=setting["gpus"] * 2, seq_len=entry.twin_seq_len, **setting)

@@ -62,15 +62,19 @@ def test_gpt_params_flops_and_shape(zoo, gpt_trace) -> None:
 
 def test_gpt_matches_its_config_json_twin(zoo, gpt_trace, tmp_path) -> None:
     g = zoo.GPT
+    # the hand-written GPT runs nn.GELU() (exact), which a GPT-2 config.json names "gelu" (its default is gelu_new)
     config = {"model_type": "gpt2", "vocab_size": g["vocab"], "n_positions": g["positions"], "n_embd": g["hidden"],
-              "n_layer": g["layers"], "n_head": g["heads"], "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0}
+              "n_layer": g["layers"], "n_head": g["heads"], "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+              "activation_function": "gelu"}
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
-    # transformers' GPT-2 blocks are Conv1D (``conv1d``: the native runtime keeps them whole under TP);
-    # the hand-written GPT's are nn.Linear: the twins agree on everything else
+    # transformers' GPT-2 blocks are Conv1D (``conv1d``: the native runtime keeps them whole under TP) and run as
+    # transformers' own module (``transformers_block``: its memory layout); the hand-written GPT's are nn.Linear in
+    # a block of its own: the twins agree on everything else
     twin = resolve_model(str(path))
-    assert all(layer.conv1d for layer in twin.layers if layer.kind == "transformer")
-    twin = twin.model_copy(update={"layers": tuple(layer.model_copy(update={"conv1d": False}) if layer.kind == "transformer"
+    assert all(layer.conv1d and layer.transformers_block for layer in twin.layers if layer.kind == "transformer")
+    plain = {"conv1d": False, "transformers_block": False}
+    twin = twin.model_copy(update={"layers": tuple(layer.model_copy(update=plain) if layer.kind == "transformer"
                                                    else layer for layer in twin.layers)})
     traced = gpt_trace[1].spec
     assert count_params(twin) == count_params(traced)
@@ -92,7 +96,9 @@ def test_hugging_face_gpt2_traces_like_the_hand_written_one(zoo, gpt_trace, tmp_
     # transformers' GPT-2 MLP runs the tanh GELU op by op (gelu_new); the hand-written one nn.GELU()
     acts = [(getattr(x, "ffn_act", None), getattr(y, "ffn_act", None)) for x, y in zip(spec.layers, gpt_trace[1].spec.layers)]
     assert {a for a in acts if a != (None, None)} == {("gelu_tanh", "gelu")}
-    assert _same_but_names(spec, gpt_trace[1].spec, frozenset({"ffn_act", "conv1d"}))  # transformers' Conv1D vs nn.Linear
+    assert all(x.transformers_block for x in spec.layers if x.kind == "transformer")  # traced as transformers' block
+    # transformers' Conv1D in transformers' own block vs nn.Linear in the hand-written one
+    assert _same_but_names(spec, gpt_trace[1].spec, frozenset({"ffn_act", "conv1d", "transformers_block"}))
 
 
 LLAMA_31_8B = {  # meta-llama/Llama-3.1-8B/config.json
@@ -115,7 +121,9 @@ def test_llama_31_8b_config_traced_matches_the_preset(tmp_path) -> None:
     for seq in (2048, 8192):
         expected = model_flops_per_step(preset.layers, 8, seq)
         assert model_flops_per_step(traced.layers, 8, seq) == pytest.approx(expected, rel=1e-2)
-    assert _same_but_names(traced, preset) and traced.max_seq_len == 131072
+    # the traced blocks are transformers' LlamaDecoderLayer, the preset's planner.runtime.models.Block
+    assert all(x.transformers_block for x in traced.layers if x.kind == "transformer")
+    assert _same_but_names(traced, preset, frozenset({"transformers_block"})) and traced.max_seq_len == 131072
     a = _estimate(traced, seq_len=4096, global_batch=64).step_time_s
     b = _estimate(preset, seq_len=4096, global_batch=64).step_time_s
     assert a == pytest.approx(b, rel=3e-2)

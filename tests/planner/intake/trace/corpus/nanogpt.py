@@ -115,5 +115,7 @@ def nanogpt_small() -> nn.Module:
     return GPT(GPTConfig(block_size=64, vocab_size=512, n_layer=2, n_head=4, n_embd=64))
 
 
-TWIN = dict(model_type="gpt2", n_embd=768, n_layer=12, n_head=12, vocab_size=50304, n_positions=1024)
-"""The same architecture as a Hugging Face GPT-2 config.json (tied head, learned positions, biases)."""
+TWIN = dict(model_type="gpt2", n_embd=768, n_layer=12, n_head=12, vocab_size=50304, n_positions=1024,
+            activation_function="gelu")
+"""The same architecture as a Hugging Face GPT-2 config.json (tied head, learned positions, biases; nanoGPT's
+``nn.GELU()`` is the exact GELU, which GPT-2's config names ``gelu``: its default is ``gelu_new``)."""
