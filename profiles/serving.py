@@ -1,5 +1,6 @@
-"""Serving-only hardware data: each GPU's FP4 tensor-core rate (``serving.json``), which the
-training specs do not carry."""
+"""Serving-only hardware data: each GPU's FP4 tensor-core rate, its software platform and, where
+FP4 weights are upcast in the GEMM, that upcast's rate (``serving.json``), which the training specs
+do not carry."""
 
 from __future__ import annotations
 
@@ -22,7 +23,9 @@ def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
     entry = _table().get(gpu.name)
     if entry is None:
         return LowPrecisionRates()
-    return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]))
+    return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]),
+                             platform=entry.get("platform", "cuda"),
+                             fp4_dequant_weights_per_s=entry.get("fp4_dequant_weights_per_s"))
 
 
 def low_precision_sources(gpu: GPUSpec) -> dict[str, str]:

@@ -73,6 +73,13 @@ class LowPrecisionRates(BaseModel):
     """Dense FP4 (NVFP4 / MXFP4) peak, TFLOP/s; None where the GPU has no FP4 tensor cores."""
     mx_blocks: bool = False
     """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
+    platform: Literal["cuda", "rocm"] = "cuda"
+    """The GPU's software stack: TensorRT-LLM runs on CUDA only (NVIDIA TensorRT-LLM docs)."""
+    fp4_dequant_weights_per_s: float | None = Field(default=None, gt=0)
+    """Where FP4 weights have no FP4 (or Marlin-class) kernel and the vector ALUs upcast every
+    weight tile to bf16 inside the GEMM: weights the whole GPU upcasts per second, once per
+    :data:`costmodel.serving.step.DEQUANT_TILE_ROWS` rows of the batch; None where the weights
+    stream at their stored width."""
 
 
 HBM_CEILING = 0.92

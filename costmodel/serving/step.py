@@ -11,6 +11,7 @@ token of the batch picked: E·(1 − (1 − k/E)^b) of E experts for b tokens un
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from costmodel.kernels import attention_time, gemm_time
@@ -67,6 +68,22 @@ def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
         return 1.0
     fp4 = hw.rates.peak_fp4_tflops * (gpu.fp8_mamf_fraction or 1.0) * hw.efficiency.low_precision_gemm
     return fp4 / (gpu.peak_bf16_tflops * (gpu.bf16_mamf_fraction or 1.0))
+
+
+DEQUANT_TILE_ROWS = 32
+"""Batch rows per output tile of the FP4-upcasting GEMM at decode shapes: the 32 x 256 x 128 tile
+that ROCm/triton issue #970 profiles for the gfx942 MXFP4 MoE GEMM; each row-block of a tile
+upcasts its weight tile again (the fused loop re-dequantises per output M-block)."""
+
+
+def dequant_seconds(hw: Hardware, precision: WeightPrecision, weights: float, rows: float) -> float:
+    """Seconds the vector ALUs spend upcasting ``weights`` FP4 weights to bf16 for a GEMM of
+    ``rows`` batch rows, on a GPU whose FP4 weights have no FP4 tensor-core or Marlin-class kernel
+    (``LowPrecisionRates.fp4_dequant_weights_per_s``); 0 elsewhere."""
+    rate = hw.rates.fp4_dequant_weights_per_s
+    if precision != "fp4" or rate is None or weights <= 0:
+        return 0.0
+    return weights * math.ceil(max(rows, 1.0) / DEQUANT_TILE_ROWS) / rate
 
 
 def block_weight_params(block: BlockShape, instance: Instance, experts_touched: float | None = None) -> float:
@@ -157,7 +174,8 @@ def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: fl
     nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
     flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched)
     seconds = gemm_time(hw.cluster, flops, gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
-    return nbytes, seconds
+    rows = batch * block.layer.moe_top_k / instance.ep / touched if touched > 0 else 0.0
+    return nbytes, max(seconds, dequant_seconds(hw, precision, touched * each, rows))
 
 
 def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, context: float,
@@ -173,7 +191,9 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
-    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
+    gemm_seconds = gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute
+    gemm_seconds = max(gemm_seconds, dequant_seconds(hw, precision, block_weight_params(block, instance, 0.0), batch))
+    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_seconds, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)

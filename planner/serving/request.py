@@ -74,6 +74,9 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     from profiles.serving import low_precision_rates
 
     rates = low_precision_rates(spec_cluster.gpu)
+    if engine == "trtllm" and rates.platform != "cuda":
+        problems.append(f"TensorRT-LLM runs on NVIDIA GPUs only; {spec_cluster.gpu.name} is a {rates.platform} GPU: "
+                        "use --engine vllm or sglang")
     if precision == "fp8" and spec_cluster.gpu.peak_fp8_tflops is None:
         problems.append(f"{spec_cluster.gpu.name} has no FP8 tensor cores; use --precision bf16")
     if precision == "fp4" and rates.peak_fp4_tflops is None and spec_cluster.gpu.peak_fp8_tflops is None:

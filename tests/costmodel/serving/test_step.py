@@ -112,3 +112,22 @@ def test_mla_decodes_in_the_absorbed_latent_form() -> None:
 def test_weight_only_fp4_on_hopper_streams_mxfp4_and_computes_in_bf16() -> None:
     assert mx_storage(H100, "fp4") and not mx_storage(H100, "fp8")
     assert gemm_speedup(H100, "fp4") == 1.0
+
+
+def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
+    """gfx942 has no FP4 MFMA: vLLM's triton matmul_ogs upcasts every FP4 weight tile once per
+    32-row block of the batch (ROCm/triton #970); NVIDIA GPUs stream FP4 at its stored width."""
+    from costmodel.serving.step import DEQUANT_TILE_ROWS, dequant_seconds
+    from profiles import load_gpu
+    from profiles.serving import low_precision_rates
+
+    mi325x = Hardware(resolve_cluster_arg("mi325x-8"), low_precision_rates(load_gpu("mi325x")), ServingEfficiency())
+    b200 = Hardware(resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200")), ServingEfficiency())
+    one = dequant_seconds(mi325x, "fp4", 75.5e6, 1)
+    assert one == pytest.approx(75.5e6 / 3.03e12)
+    assert dequant_seconds(mi325x, "fp4", 75.5e6, DEQUANT_TILE_ROWS + 1) == pytest.approx(2 * one)
+    assert dequant_seconds(mi325x, "fp8", 75.5e6, 1) == 0.0 and dequant_seconds(b200, "fp4", 75.5e6, 1) == 0.0
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    slow = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "fp4", 1.0)
+    fast = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "bf16", 1.0)
+    assert slow.compute > fast.compute
