@@ -35,6 +35,9 @@ class EngineDefaults:
     moe_extra_kernels: int = 4
     """Kernels an MoE layer adds over a dense MLP's (router GEMM, top-k, token permutation / expert
     alignment, finalize / un-permute)."""
+    shared_expert_kernels: int = 3
+    """Kernels a shared expert adds in series beside the routed experts (gate-up GEMM, activation,
+    down GEMM); 0 where the engine runs the shared expert on a second stream, overlapped."""
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
@@ -71,10 +74,11 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         source="TensorRT-LLM v1.0 KvCacheConfig: tokens_per_block 32, free_gpu_memory_fraction 0.9 of the "
                "memory free after weights; trtllm-bench max-throughput runs with CUDA-graph batches up to "
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
-        kernels_per_layer=7, moe_extra_kernels=3, fused_allreduce_norm=True,
+        kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
                       "RESIDUAL_RMS_NORM, tensorrt_llm/_torch/distributed/ops.py); fused MoE adds router, top-k and "
-                      "finalize (tensorrt_llm/_torch/modules/fused_moe)"),
+                      "finalize (tensorrt_llm/_torch/modules/fused_moe); DeepSeek's shared experts run on an auxiliary "
+                      "stream beside the routed ones (modeling_deepseekv3.py, maybe_execute_in_parallel with aux_stream)"),
 }

@@ -116,12 +116,27 @@ def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: flo
     return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
 
 
+def mla_extra_kernels(block: BlockShape) -> int:
+    """Kernels MLA's absorbed decode adds over a GQA layer's: the RMSNorm of the compressed KV
+    latent, the two batched GEMMs that absorb W^UK into the query and W^UV into the output, and,
+    with a low-rank query (``q_lora_rank``), the query latent's RMSNorm and its up-projection GEMM
+    (DeepSeek-V2 arXiv:2405.04434 §2.1.2-2.1.3; vLLM ``MLACommonImpl`` / SGLang
+    ``DeepseekV2AttentionMLA.forward_absorb`` launch these one by one)."""
+    layer = block.layer
+    if not layer.is_mla:
+        return 0
+    return 3 + (2 if layer.q_lora_rank else 0)
+
+
 def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
-    plus the MoE kernels); an engine that fuses the residual add and RMSNorm into the all-reduce
-    drops the two add-and-norm kernels when the layer has TP all-reduces."""
-    engine = hw.engine
-    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if block.layer.is_moe else 0)
+    plus the MoE and shared-expert kernels and MLA's, :func:`mla_extra_kernels`); an engine that
+    fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
+    the layer has TP all-reduces."""
+    engine, layer = hw.engine, block.layer
+    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
+    if layer.is_moe and layer.shared_expert_ffn_hidden_size:
+        kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
         kernels -= 2
     return kernels

@@ -131,3 +131,17 @@ def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
     slow = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "fp4", 1.0)
     fast = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "bf16", 1.0)
     assert slow.compute > fast.compute
+
+
+def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
+    """DeepSeek-R1's MLA adds the latent norms, the query up-projection and the two absorbed batched
+    GEMMs (5 kernels); its shared expert adds 3 under vLLM and none under TensorRT-LLM (aux stream)."""
+    from costmodel.serving.step import mla_extra_kernels
+
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    assert mla_extra_kernels(moe) == 5 and mla_extra_kernels(LLAMA70B.blocks[0]) == 0
+    vllm = DEFAULTS["vllm"]
+    assert layer_kernels(H100, moe, Instance(tp=1)) == vllm.kernels_per_layer + vllm.moe_extra_kernels + 5 + 3
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"])
+    assert layer_kernels(trt, moe, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels + 5
