@@ -75,6 +75,9 @@ class LowPrecisionRates(BaseModel):
     """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
     platform: Literal["cuda", "rocm"] = "cuda"
     """The GPU's software stack: TensorRT-LLM runs on CUDA only (NVIDIA TensorRT-LLM docs)."""
+    hbm_stream_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured ceiling of a streaming kernel's HBM bandwidth over the peak where it lies below the
+    fitted ``ServingEfficiency`` fractions (those come from NVIDIA runs); None: no lower ceiling."""
     fp4_dequant_weights_per_s: float | None = Field(default=None, gt=0)
     """Where FP4 weights have no FP4 (or Marlin-class) kernel and the vector ALUs upcast every
     weight tile to bf16 inside the GEMM: weights the whole GPU upcasts per second, once per

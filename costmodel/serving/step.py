@@ -76,6 +76,13 @@ that ROCm/triton issue #970 profiles for the gfx942 MXFP4 MoE GEMM; each row-blo
 upcasts its weight tile again (the fused loop re-dequantises per output M-block)."""
 
 
+def hbm_rate(hw: Hardware, fraction: float) -> float:
+    """Bytes/s a large decode stream reaches: the HBM peak times the fitted ``fraction``, at most the
+    GPU's measured stream ceiling (``LowPrecisionRates.hbm_stream_fraction``)."""
+    ceiling = hw.rates.hbm_stream_fraction
+    return hw.cluster.gpu.hbm_bandwidth_gbps * 1e9 * (fraction if ceiling is None else min(fraction, ceiling))
+
+
 def dequant_seconds(hw: Hardware, precision: WeightPrecision, weights: float, rows: float) -> float:
     """Seconds the vector ALUs spend upcasting ``weights`` FP4 weights to bf16 for a GEMM of
     ``rows`` batch rows, on a GPU whose FP4 weights have no FP4 tensor-core or Marlin-class kernel
@@ -202,7 +209,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     attention core reads only the window of a sliding-window layer, MLA's latent cache with its
     absorbed decode width (:func:`costmodel.serving.shape.decode_core_width`)."""
     gpu, eff = hw.cluster.gpu, hw.efficiency
-    bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory
+    bandwidth = hbm_rate(hw, eff.decode_memory)
     weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
@@ -213,7 +220,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
     core = 2.0 * batch * kept * decode_core_width(block) / instance.tp
-    kv_bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.kv_memory
+    kv_bandwidth = hbm_rate(hw, eff.kv_memory)
     attention = StepParts.kernel(stream_seconds(kv, 1, kv_bandwidth), core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
     if instance.attention_dp:  # attention-DP ranks hold unequal requests; the slowest sets the step
         attention = attention.scaled(eff.moe_imbalance)
@@ -229,7 +236,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
 def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:
     """Seconds of the output head (bf16, vocabulary split over tp) for ``tokens`` tokens."""
     flops = 2.0 * tokens * shape.hidden_size * shape.vocab_size / instance.tp
-    stream = shape.head_params / instance.tp * EMBEDDING_BYTES / (hw.cluster.gpu.hbm_bandwidth_gbps * 1e9 * hw.efficiency.decode_memory)
+    stream = shape.head_params / instance.tp * EMBEDDING_BYTES / hbm_rate(hw, hw.efficiency.decode_memory)
     return max(gemm_time(hw.cluster, flops) / hw.efficiency.prefill_compute, stream)
 
 

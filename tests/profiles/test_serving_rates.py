@@ -25,3 +25,15 @@ def test_hopper_has_no_fp4() -> None:
 def test_new_cluster_presets_load() -> None:
     assert load_cluster("gb300-nvl72").gpu.hbm_gib > 280
     assert load_cluster("mi355x-8").intra_node_bandwidth_gbps == pytest.approx(7 * 153.6 / 2)
+
+
+@pytest.mark.parametrize("gpu", ["mi300x", "mi325x"])
+def test_cdna3_has_no_fp4_cores_runs_rocm_and_streams_below_nvidia(gpu: str) -> None:
+    """CDNA3 has no FP4 MFMA: FP4 weights are upcast in the ALUs at a cited rate; its HBM stream
+    ceiling (81 %, Ambati et al. 2025) lies below the fractions fitted on NVIDIA runs."""
+    rates = low_precision_rates(load_gpu(gpu))
+    assert rates.peak_fp4_tflops is None and rates.platform == "rocm"
+    assert rates.fp4_dequant_weights_per_s and rates.hbm_stream_fraction == pytest.approx(0.81)
+    sources = low_precision_sources(load_gpu(gpu))
+    assert "#970" in sources["fp4_dequant_weights_per_s"] and "Ambati" in sources["hbm_stream_fraction"]
+    assert low_precision_rates(load_gpu("h100-sxm")).platform == "cuda"
