@@ -13,9 +13,20 @@ from costmodel.specs import GPUSpec
 SERVING_FILE = "serving.json"
 
 
-def _table() -> dict[str, dict[str, object]]:
+def _file() -> dict[str, dict[str, dict[str, object]]]:
     text = resources.files(__package__).joinpath(SERVING_FILE).read_text(encoding="utf-8")
-    return json.loads(text)["gpus"]
+    return json.loads(text)
+
+
+def _table() -> dict[str, dict[str, object]]:
+    return _file()["gpus"]
+
+
+def fp4_experts_only(model_name: str) -> bool:
+    """The model's published FP4 checkpoint quantises only its routed experts (serving.json
+    ``checkpoints``; gpt-oss's MXFP4 experts)."""
+    entry = _file().get("checkpoints", {}).get(model_name)
+    return bool(entry and entry.get("fp4_experts_only"))
 
 
 def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:

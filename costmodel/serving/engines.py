@@ -35,6 +35,9 @@ class EngineDefaults:
     moe_extra_kernels: int = 4
     """Kernels an MoE layer adds over a dense MLP's (router GEMM, top-k, token permutation / expert
     alignment, finalize / un-permute)."""
+    w4_activation: Literal["bf16", "fp8"] = "bf16"
+    """Activation format of the expert GEMMs of a weight-only MXFP4 checkpoint (gpt-oss) on a GPU
+    with FP4 tensor cores: the GEMM runs at that format's tensor-core rate, not the FP4 rate."""
     shared_expert_kernels: int = 3
     """Kernels a shared expert adds in series beside the routed experts (gate-up GEMM, activation,
     down GEMM); 0 where the engine runs the shared expert on a second stream, overlapped."""
@@ -57,7 +60,9 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
-                      "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe)"),
+                      "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe); "
+                      "gpt-oss's MXFP4 experts take bf16 activations by default on Blackwell (vllm mxfp4.py "
+                      "get_mxfp4_backend: SM100_FI_MXFP4_BF16 unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 is set)"),
     "sglang": EngineDefaults(
         name="sglang",
         block_tokens=1, memory_fraction=0.88, fraction_of_free=False, max_batch=4096, max_num_tokens=8192,
@@ -67,7 +72,8 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
-                      "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe)"),
+                      "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "
+                      "MXFP4 experts with bf16 activations as vLLM's default [assumption]"),
     "trtllm": EngineDefaults(
         name="trtllm",
         block_tokens=32, memory_fraction=0.90, fraction_of_free=True, max_batch=8192, max_num_tokens=8192,
@@ -75,10 +81,13 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "memory free after weights; trtllm-bench max-throughput runs with CUDA-graph batches up to "
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
         kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
+        w4_activation="fp8",
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
                       "RESIDUAL_RMS_NORM, tensorrt_llm/_torch/distributed/ops.py); fused MoE adds router, top-k and "
                       "finalize (tensorrt_llm/_torch/modules/fused_moe); DeepSeek's shared experts run on an auxiliary "
-                      "stream beside the routed ones (modeling_deepseekv3.py, maybe_execute_in_parallel with aux_stream)"),
+                      "stream beside the routed ones (modeling_deepseekv3.py, maybe_execute_in_parallel with aux_stream); "
+                      "gpt-oss's MXFP4 experts run with MXFP8 activations on Blackwell (TensorRT-LLM 'Deployment Guide for "
+                      "GPT-OSS', MoE backend support matrix: W4A8_MXFP4_MXFP8)"),
 }

@@ -46,13 +46,29 @@ class Hardware:
     efficiency: ServingEfficiency
     engine: EngineDefaults = DEFAULTS["vllm"]
     """The serving engine: its kernels per layer and all-reduce algorithms."""
+    fp4_experts_only: bool = False
+    """The FP4 checkpoint is weight-only MXFP4 on the routed experts alone (gpt-oss: attention, router
+    and head stay bf16; ``profiles/serving.json`` ``checkpoints``)."""
 
 
 def mx_storage(hw: Hardware, precision: WeightPrecision) -> bool:
     """FP4 weights are stored as MXFP4 (32-element E8M0 scales) where the GPU has no NVFP4 tensor
     cores: AMD CDNA4, and Hopper running weight-only FP4 checkpoints such as gpt-oss's MXFP4 experts
     (dequantised in the GEMM: vLLM / SGLang Marlin and triton ``matmul_ogs`` MXFP4 kernels)."""
-    return precision == "fp4" and (hw.rates.mx_blocks or hw.rates.peak_fp4_tflops is None)
+    return precision == "fp4" and (hw.rates.mx_blocks or hw.rates.peak_fp4_tflops is None or hw.fp4_experts_only)
+
+
+def dense_precision(hw: Hardware, precision: WeightPrecision) -> WeightPrecision:
+    """Format of a block's non-expert weights: bf16 in an experts-only FP4 checkpoint."""
+    return "bf16" if precision == "fp4" and hw.fp4_experts_only else precision
+
+
+def expert_gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
+    """Rate of the routed experts' GEMMs over bf16: a weight-only FP4 expert on FP4 tensor cores runs
+    at the engine's activation format (``EngineDefaults.w4_activation``), else :func:`gemm_speedup`."""
+    if precision == "fp4" and hw.fp4_experts_only and hw.rates.peak_fp4_tflops is not None:
+        return gemm_speedup(hw, hw.engine.w4_activation)
+    return gemm_speedup(hw, precision)
 
 
 def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
@@ -104,11 +120,17 @@ def block_weight_params(block: BlockShape, instance: Instance, experts_touched: 
     return attn + (block.dense_params + experts * block.expert_params_each) / instance.tp
 
 
-def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False) -> float:
+def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False,
+                          experts_only: bool = False) -> float:
     """Weight bytes on the busiest GPU: 1/pp of the blocks, plus the embedding and the head (TP-split,
-    bf16) as if on one stage (the first and last stage hold one each)."""
-    blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
+    bf16) as if on one stage (the first and last stage hold one each). ``experts_only``: an FP4
+    checkpoint quantises only the routed experts; the rest of each block stays bf16."""
     edges = (shape.embedding_params + shape.head_params) / instance.tp / (2 if instance.pp > 1 else 1)
+    if experts_only and precision == "fp4":
+        dense = sum(block_weight_params(b, instance, 0.0) * b.count for b in shape.blocks) / instance.pp
+        whole = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
+        return dense * weight_bytes("bf16") + (whole - dense) * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
+    blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
     return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
 
 
@@ -195,7 +217,7 @@ def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: fl
     each = block.expert_params_each / (instance.tp // instance.ep)
     nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
     flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched)
-    seconds = gemm_time(hw.cluster, flops, gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
+    seconds = gemm_time(hw.cluster, flops, expert_gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
     rows = batch * block.layer.moe_top_k / instance.ep / touched if touched > 0 else 0.0
     return nbytes, max(seconds, dequant_seconds(hw, precision, touched * each, rows))
 
@@ -210,11 +232,12 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     absorbed decode width (:func:`costmodel.serving.shape.decode_core_width`)."""
     gpu, eff = hw.cluster.gpu, hw.efficiency
     bandwidth = hbm_rate(hw, eff.decode_memory)
-    weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
+    dense_fmt = dense_precision(hw, precision)
+    weights = block_weight_params(block, instance, 0.0) * weight_bytes(dense_fmt, mx_storage(hw, dense_fmt))
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
-    gemm_seconds = gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute
-    gemm_seconds = max(gemm_seconds, dequant_seconds(hw, precision, block_weight_params(block, instance, 0.0), batch))
+    gemm_seconds = gemm_time(hw.cluster, gemm, gemm_speedup(hw, dense_fmt)) / eff.prefill_compute
+    gemm_seconds = max(gemm_seconds, dequant_seconds(hw, dense_fmt, block_weight_params(block, instance, 0.0), batch))
     dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_seconds, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
@@ -273,7 +296,11 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
     per_gpu = tokens / instance.tp
     for block in shape.blocks:
         gemm, core = block_forward_flops(block, per_gpu, prompt / 2.0)
-        compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
+        if hw.fp4_experts_only and precision == "fp4":  # bf16 dense part, experts at their own rate
+            dense = dense_gemm_flops(block, per_gpu)
+            compute = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
+        else:
+            compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
         compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
         slowest = eff.moe_imbalance if block.layer.is_moe else 1.0
         total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))

@@ -22,7 +22,8 @@ ASSUMPTIONS = (
     "decode context = isl + osl/2 tokens on average; causal prefill attends to isl/2 keys on average",
     "embedding and output head in bf16; the blocks' linear layers at the weight precision",
     "fp4 on a GPU without FP4 tensor cores is weight-only MXFP4 (bf16 GEMMs); on AMD CDNA3 the vector ALUs "
-    "upcast each weight tile per 32-row block of the batch",
+    "upcast each weight tile per 32-row block of the batch; gpt-oss's fp4 is its MXFP4 experts alone (attention bf16), "
+    "their GEMMs at the engine's activation format",
     "TP all-reduce as the engine runs it: vLLM / SGLang one-shot or two-shot custom kernels by size, "
     "TensorRT-LLM the fastest of one-shot, two-shot, NVLS and the NCCL ring",
 )

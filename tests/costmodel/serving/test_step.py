@@ -145,3 +145,25 @@ def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
     assert layer_kernels(H100, moe, Instance(tp=1)) == vllm.kernels_per_layer + vllm.moe_extra_kernels + 5 + 3
     trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"])
     assert layer_kernels(trt, moe, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels + 5
+
+
+def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
+    """gpt-oss's checkpoint quantises only its experts (MXFP4, weight-only): the rest of each block
+    stays bf16, and on Blackwell the expert GEMMs run at the engine's activation format (TensorRT-LLM
+    MXFP8, vLLM bf16), never at the FP4 rate."""
+    from costmodel.serving.step import dense_precision, expert_gemm_speedup, weights_bytes_per_gpu
+    from profiles import load_gpu
+    from profiles.serving import fp4_experts_only, low_precision_rates
+
+    assert fp4_experts_only("gpt-oss-120b") and not fp4_experts_only("llama3.3-70b")
+    cluster, rates = resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200"))
+    nvfp4 = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["trtllm"])
+    oss = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["trtllm"], fp4_experts_only=True)
+    oss_vllm = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["vllm"], fp4_experts_only=True)
+    assert dense_precision(oss, "fp4") == "bf16" and dense_precision(nvfp4, "fp4") == "fp4"
+    assert expert_gemm_speedup(oss, "fp4") == pytest.approx(gemm_speedup(oss, "fp8"))
+    assert expert_gemm_speedup(oss_vllm, "fp4") == 1.0
+    assert expert_gemm_speedup(nvfp4, "fp4") == pytest.approx(gemm_speedup(nvfp4, "fp4"))
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    whole = weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True, experts_only=True)
+    assert whole > weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True)
