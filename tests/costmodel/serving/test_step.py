@@ -13,15 +13,23 @@ from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
+    DEQUANT_TILE_ROWS,
     Hardware,
     decode_block_parts,
     decode_step_parts,
+    dense_precision,
+    dequant_seconds,
+    expert_gemm_speedup,
     gemm_speedup,
     layer_kernels,
+    mla_extra_kernels,
     mx_storage,
     prefill_time,
+    weights_bytes_per_gpu,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+from profiles import load_gpu
+from profiles.serving import fp4_experts_only, low_precision_rates
 
 H100 = Hardware(resolve_cluster_arg("dgx-h100"), LowPrecisionRates(), ServingEfficiency())
 LLAMA70B = model_shape(resolve_model_arg("llama3.1-70b"))
@@ -117,9 +125,6 @@ def test_weight_only_fp4_on_hopper_streams_mxfp4_and_computes_in_bf16() -> None:
 def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
     """gfx942 has no FP4 MFMA: vLLM's triton matmul_ogs upcasts every FP4 weight tile once per
     32-row block of the batch (ROCm/triton #970); NVIDIA GPUs stream FP4 at its stored width."""
-    from costmodel.serving.step import DEQUANT_TILE_ROWS, dequant_seconds
-    from profiles import load_gpu
-    from profiles.serving import low_precision_rates
 
     mi325x = Hardware(resolve_cluster_arg("mi325x-8"), low_precision_rates(load_gpu("mi325x")), ServingEfficiency())
     b200 = Hardware(resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200")), ServingEfficiency())
@@ -136,8 +141,6 @@ def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
 def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
     """DeepSeek-R1's MLA adds the latent norms, the query up-projection and the two absorbed batched
     GEMMs (5 kernels); its shared expert adds 3 under vLLM and none under TensorRT-LLM (aux stream)."""
-    from costmodel.serving.step import mla_extra_kernels
-
     shape = model_shape(resolve_model_arg("deepseek-r1"))
     moe = next(b for b in shape.blocks if b.layer.is_moe)
     assert mla_extra_kernels(moe) == 5 and mla_extra_kernels(LLAMA70B.blocks[0]) == 0
@@ -151,10 +154,6 @@ def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activatio
     """gpt-oss's checkpoint quantises only its experts (MXFP4, weight-only): the rest of each block
     stays bf16, and on Blackwell the expert GEMMs run at the engine's activation format (TensorRT-LLM
     MXFP8, vLLM bf16), never at the FP4 rate."""
-    from costmodel.serving.step import dense_precision, expert_gemm_speedup, weights_bytes_per_gpu
-    from profiles import load_gpu
-    from profiles.serving import fp4_experts_only, low_precision_rates
-
     assert fp4_experts_only("gpt-oss-120b") and not fp4_experts_only("llama3.3-70b")
     cluster, rates = resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200"))
     nvfp4 = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["trtllm"])
