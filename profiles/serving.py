@@ -22,11 +22,21 @@ def _table() -> dict[str, dict[str, object]]:
     return _file()["gpus"]
 
 
+def _checkpoint_flag(model_name: str, flag: str) -> bool:
+    entry = _file().get("checkpoints", {}).get(model_name)
+    return bool(entry and entry.get(flag))
+
+
 def fp4_experts_only(model_name: str) -> bool:
     """The model's published FP4 checkpoint quantises only its routed experts (serving.json
     ``checkpoints``; gpt-oss's MXFP4 experts)."""
-    entry = _file().get("checkpoints", {}).get(model_name)
-    return bool(entry and entry.get("fp4_experts_only"))
+    return _checkpoint_flag(model_name, "fp4_experts_only")
+
+
+def fp8_block_scaled(model_name: str) -> bool:
+    """The model's published FP8 checkpoint scales 128 x 128 weight blocks and quantises activations
+    per 1 x 128 group at run time (serving.json ``checkpoints``; DeepSeek-V3 / R1)."""
+    return _checkpoint_flag(model_name, "fp8_block_scaled")
 
 
 def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:

@@ -49,6 +49,9 @@ class Hardware:
     fp4_experts_only: bool = False
     """The FP4 checkpoint is weight-only MXFP4 on the routed experts alone (gpt-oss: attention, router
     and head stay bf16; ``profiles/serving.json`` ``checkpoints``)."""
+    fp8_block_scaled: bool = False
+    """The FP8 checkpoint is block-scaled with dynamic 1 x 128 activation groups (DeepSeek-V3 / R1):
+    each FP8 GEMM's input is quantised by a kernel of its own (:func:`activation_quant_kernels`)."""
 
 
 def mx_storage(hw: Hardware, precision: WeightPrecision) -> bool:
@@ -157,13 +160,33 @@ def mla_extra_kernels(block: BlockShape) -> int:
     return 3 + (2 if layer.q_lora_rank else 0)
 
 
+def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
+    """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a
+    decode layer (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
+    ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM
+    ``fp8_quantize_1x128`` before ``fp8_block_scaling_gemm``, and the fused MoE quantises both of
+    its GEMMs' inputs. One per attention projection input (MLA: the fused q/kv down-projection, the
+    query up-projection, the output projection; GQA: QKV and output), two for a dense MLP, two for
+    the routed experts and two for a shared expert the engine runs in series."""
+    if not hw.fp8_block_scaled:
+        return 0
+    layer = block.layer
+    attention = 3 if layer.is_mla else 2
+    if not layer.is_moe:
+        return attention + 2
+    shared = 2 if layer.shared_expert_ffn_hidden_size and hw.engine.shared_expert_kernels else 0
+    return attention + 2 + shared
+
+
 def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
-    plus the MoE and shared-expert kernels and MLA's, :func:`mla_extra_kernels`); an engine that
+    plus the MoE and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's
+    activation quantisers, :func:`activation_quant_kernels`); an engine that
     fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
     the layer has TP all-reduces."""
     engine, layer = hw.engine, block.layer
     kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
+    kernels += activation_quant_kernels(hw, block)
     if layer.is_moe and layer.shared_expert_ffn_hidden_size:
         kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:

@@ -71,7 +71,7 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         raise InputError(*problems)
     spec = resolve_model_arg(model)
     spec_cluster = resolve_cluster_arg(cluster)
-    from profiles.serving import fp4_experts_only, low_precision_rates
+    from profiles.serving import fp4_experts_only, fp8_block_scaled, low_precision_rates
 
     rates = low_precision_rates(spec_cluster.gpu)
     if engine == "trtllm" and rates.platform != "cuda":
@@ -88,7 +88,8 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     if problems:
         raise InputError(*problems)
     hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=DEFAULTS[engine],
-                  fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name))
+                  fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
+                  fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
                    engine=DEFAULTS[engine], isl=isl, osl=osl, precision=precision, kv_dtype=kv)
 

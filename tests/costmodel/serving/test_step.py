@@ -15,6 +15,7 @@ from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficien
 from costmodel.serving.step import (
     DEQUANT_TILE_ROWS,
     Hardware,
+    activation_quant_kernels,
     decode_block_parts,
     decode_step_parts,
     dense_precision,
@@ -29,7 +30,7 @@ from costmodel.serving.step import (
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 from profiles import load_gpu
-from profiles.serving import fp4_experts_only, low_precision_rates
+from profiles.serving import fp4_experts_only, fp8_block_scaled, low_precision_rates
 
 H100 = Hardware(resolve_cluster_arg("dgx-h100"), LowPrecisionRates(), ServingEfficiency())
 LLAMA70B = model_shape(resolve_model_arg("llama3.1-70b"))
@@ -166,3 +167,18 @@ def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activatio
     shape = model_shape(resolve_model_arg("gpt-oss-120b"))
     whole = weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True, experts_only=True)
     assert whole > weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True)
+
+
+def test_block_fp8_quantises_each_gemm_input_with_a_kernel_of_its_own() -> None:
+    """DeepSeek-R1's FP8 checkpoint is block-scaled with dynamic 1 x 128 activation groups: an MoE
+    layer quantises the inputs of its three MLA projections, two routed-expert GEMMs and (vLLM, in
+    series) two shared-expert GEMMs; TensorRT-LLM overlaps the shared expert; other checkpoints none."""
+    assert fp8_block_scaled("deepseek-r1") and not fp8_block_scaled("llama3.3-70b")
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    dense = next(b for b in shape.blocks if not b.layer.is_moe)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp8_block_scaled=True)
+    assert activation_quant_kernels(vllm, moe) == 7 and activation_quant_kernels(trt, moe) == 5
+    assert activation_quant_kernels(vllm, dense) == 5 and activation_quant_kernels(H100, moe) == 0
+    assert layer_kernels(vllm, moe, Instance(tp=1)) - layer_kernels(H100, moe, Instance(tp=1)) == 7
