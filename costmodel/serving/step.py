@@ -313,7 +313,10 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
                  precision: WeightPrecision) -> float:
     """Seconds for one instance to prefill ``tokens`` prompt tokens of prompts ``prompt`` tokens long
     (all pp stages in turn: the latency of one chunk). Causal attention: queries see prompt/2 keys on
-    average (``costmodel.flops`` convention)."""
+    average (``costmodel.flops`` convention). An MoE block waits for its busiest expert-parallel rank
+    (``ServingEfficiency.moe_imbalance``) only where experts are split over ranks (ep > 1): with
+    ep = 1 every GPU holds a 1/tp slice of every expert and computes the same share of every
+    token's experts, so no rank waits for another."""
     eff, speed = hw.efficiency, gemm_speedup(hw, precision)
     total = 0.0
     per_gpu = tokens / instance.tp
@@ -325,7 +328,7 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
         else:
             compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
         compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
-        slowest = eff.moe_imbalance if block.layer.is_moe else 1.0
+        slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
         total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
     if instance.pp > 1:

@@ -182,3 +182,15 @@ def test_block_fp8_quantises_each_gemm_input_with_a_kernel_of_its_own() -> None:
     assert activation_quant_kernels(vllm, moe) == 7 and activation_quant_kernels(trt, moe) == 5
     assert activation_quant_kernels(vllm, dense) == 5 and activation_quant_kernels(H100, moe) == 0
     assert layer_kernels(vllm, moe, Instance(tp=1)) - layer_kernels(H100, moe, Instance(tp=1)) == 7
+
+
+def test_moe_prefill_waits_for_a_busiest_rank_only_under_expert_parallelism() -> None:
+    """With ep = 1 every GPU computes a 1/tp slice of every expert, so the busiest-rank factor
+    (``moe_imbalance``) leaves prefill alone; with ep > 1 it stretches the MoE blocks."""
+    shape = model_shape(resolve_model_arg("qwen3-235b-a22b"))
+    skewed = Hardware(H100.cluster, LowPrecisionRates(), ServingEfficiency(moe_imbalance=3.0))
+    for ep, same in ((1, True), (4, False)):
+        plain = prefill_time(H100, shape, Instance(tp=4, ep=ep), 8192, 8192, "fp8")
+        slow = prefill_time(skewed, shape, Instance(tp=4, ep=ep), 8192, 8192, "fp8")
+        assert (slow == pytest.approx(plain)) is same
+        assert slow >= plain
