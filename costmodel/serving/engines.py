@@ -6,7 +6,7 @@ blocks, the scheduler's sequence cap, tokens per step) and decide what memory th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 ServingEngine = Literal["vllm", "sglang", "trtllm"]
@@ -44,6 +44,10 @@ class EngineDefaults:
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
+    blackwell_moe_path: bool = False
+    """On Blackwell (SM100) GPUs the engine serves an MoE model through TensorRT-LLM's kernels: the
+    all-reduce fused with the residual add and RMSNorm, and TensorRT-LLM's fused MoE (routing,
+    grouped GEMMs, finalize) instead of its own (:func:`on_gpu`)."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
@@ -69,11 +73,14 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         source="SGLang v0.4 ServerArgs: page_size 1, mem_fraction_static ~0.88 for 80-160 GB GPUs at tp 1-8, "
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
-        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_moe_path=True,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
                       "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "
-                      "MXFP4 experts with bf16 activations as vLLM's default [assumption]"),
+                      "MXFP4 experts with bf16 activations as vLLM's default [assumption]; on SM100 DeepSeek-V3/R1 and "
+                      "gpt-oss default to FlashInfer's TensorRT-LLM all-reduce fusion (enable_flashinfer_allreduce_fusion, "
+                      "single node, no DP attention) and MoE runner flashinfer_trtllm / flashinfer_mxfp4 (python/sglang/srt/"
+                      "server_args.py, _handle_model_specific_adjustments)"),
     "trtllm": EngineDefaults(
         name="trtllm",
         block_tokens=32, memory_fraction=0.90, fraction_of_free=True, max_batch=8192, max_num_tokens=8192,
@@ -91,3 +98,16 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                       "gpt-oss's MXFP4 experts run with MXFP8 activations on Blackwell (TensorRT-LLM 'Deployment Guide for "
                       "GPT-OSS', MoE backend support matrix: W4A8_MXFP4_MXFP8)"),
 }
+
+
+def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDefaults:
+    """``engine``'s decode kernels for a model on a GPU: an engine with ``blackwell_moe_path`` serves
+    an MoE model on Blackwell with TensorRT-LLM's fused all-reduce + residual + RMSNorm and
+    TensorRT-LLM's fused MoE, so it launches TensorRT-LLM's MoE kernel count and no separate
+    add-and-norm after its all-reduces (SGLang ``server_args.py``: DeepseekV3ForCausalLM and
+    GptOssForCausalLM on sm100 switch on ``enable_flashinfer_allreduce_fusion`` and the
+    ``flashinfer_trtllm`` / ``flashinfer_mxfp4`` MoE runners). Other engines, GPUs and dense models
+    keep ``engine``."""
+    if not (engine.blackwell_moe_path and blackwell and moe_model):
+        return engine
+    return replace(engine, fused_allreduce_norm=True, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels)

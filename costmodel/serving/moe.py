@@ -57,3 +57,26 @@ def padded_expert_rows(block: BlockShape, instance: Instance, tokens: float, tou
     per_expert = routed / touched
     tiles = math.ceil(max(per_expert, 1e-9) / GROUPED_GEMM_TILE_ROWS)
     return touched * tiles * GROUPED_GEMM_TILE_ROWS
+
+
+ROUTED_ROW_BYTES = 2.0 + 2.0 + 1.0
+"""HBM bytes per element of one routed token row (a token's hidden state sent to one of its top-k
+experts) beyond the expert GEMMs' weights: the down GEMM writes each of the k expert outputs
+(bf16, 2 B) and the combine kernel reads them back to sum them under the router weights (2 B), and
+the dispatch writes the permuted GEMM input row (1 B, FP8 / FP4 activations or the row gathered
+once into shared memory; 2 B for bf16 would only add). vLLM ``fused_moe`` writes
+``intermediate_cache3`` [tokens, k, hidden] and reduces it in ``moe_sum``; SGLang's
+``fused_moe`` the same; TensorRT-LLM's CUTLASS MoE expands the input rows
+(``expandInputRowsKernel``) and its ``finalizeMoeRoutingKernel`` reads the k permuted output rows
+of each token (``cpp/tensorrt_llm/kernels/cutlass_kernels/moe_gemm``)."""
+
+
+def routed_row_bytes(block: BlockShape, instance: Instance, tokens: float) -> float:
+    """HBM bytes one GPU moves to route ``tokens`` tokens through the routed experts and back
+    (:data:`ROUTED_ROW_BYTES` per hidden element of each routed row). Each GPU handles the rows of
+    its own experts, tokens·k / ep of them, at the full hidden width however the experts' weights
+    are split over the tp / ep GPUs: tensor-parallel experts cut the FLOPs per GPU, not the rows."""
+    if not block.layer.is_moe or tokens <= 0:
+        return 0.0
+    rows = tokens * block.layer.moe_top_k / instance.ep
+    return rows * block.layer.hidden_size * ROUTED_ROW_BYTES

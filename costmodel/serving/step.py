@@ -21,7 +21,7 @@ from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
-from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows
+from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows, routed_row_bytes
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
 from costmodel.serving.specs import (
     Instance,
@@ -275,6 +275,8 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
         parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
+        routed = routed_row_bytes(block, instance, batch)
+        parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
     overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
@@ -328,6 +330,7 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
         else:
             compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
         compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
+        compute += routed_row_bytes(block, instance, tokens) / hbm_rate(hw, eff.decode_memory)
         slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
         total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))

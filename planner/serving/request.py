@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults
+from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults, on_gpu
 from costmodel.serving.shape import ModelShape, model_shape
 from costmodel.serving.specs import Instance, ServingEfficiency, kv_bytes
 from costmodel.serving.step import Hardware
@@ -87,7 +87,9 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         problems.append(str(err))
     if problems:
         raise InputError(*problems)
-    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=DEFAULTS[engine],
+    blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
+    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks))
+    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=kernels,
                   fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
                   fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
