@@ -71,14 +71,10 @@ def _link_seconds(cluster: ClusterSpec, nbytes: float) -> float:
 
 def _barrier(cluster: ClusterSpec) -> float:
     """One flag barrier across the group's GPUs: each GPU stores its flag into every peer
-    (``st.release.sys``) and spins until every peer's flag has arrived (``ld.acquire.sys``) (vLLM
-    ``custom_all_reduce.cuh`` ``barrier_at_start`` / ``barrier_at_end``). Every GPU posts its stores
-    at the same moment and waits only for the peers' stores already in flight, so the barrier costs
-    one NVLink one-way latency, the cluster's one-hop ``intra_node_latency_us``, not a round trip.
-    Scale check: a whole small all-reduce through NVLink SHARP under CUDA graphs takes about 6 µs on
-    2 x H100 (nccl-tests ``all_reduce_perf -G``, NVIDIA/nccl issue #1259); one-shot here is the
-    kernel floor plus two barriers, 4.6 + 2 x 1.9 = 8.4 µs on HGX H100 / H200."""
-    return cluster.intra_node_latency_us * 1e-6
+    (``st.release.sys``) and spins until every peer's flag has arrived (``ld.acquire.sys``), a round
+    trip over NVLink, twice the cluster's one-hop ``intra_node_latency_us`` (vLLM
+    ``custom_all_reduce.cuh`` ``barrier_at_start`` / ``barrier_at_end``)."""
+    return 2.0 * cluster.intra_node_latency_us * 1e-6
 
 
 def one_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:

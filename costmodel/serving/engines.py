@@ -44,10 +44,13 @@ class EngineDefaults:
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
-    blackwell_moe_path: bool = False
-    """On Blackwell (SM100) GPUs the engine serves an MoE model through TensorRT-LLM's kernels: the
-    all-reduce fused with the residual add and RMSNorm, and TensorRT-LLM's fused MoE (routing,
-    grouped GEMMs, finalize) instead of its own (:func:`on_gpu`)."""
+    blackwell_trtllm_moe: bool = False
+    """On Blackwell (SM100) GPUs the engine runs an MoE model's experts through TensorRT-LLM's fused
+    MoE kernels (FlashInfer's trtllm-gen MoE: routing, grouped GEMMs, finalize), so it launches
+    TensorRT-LLM's MoE kernel count (:func:`on_gpu`)."""
+    blackwell_moe_allreduce_fusion: bool = False
+    """On Blackwell the engine also fuses an MoE model's TP all-reduces with the residual add and
+    RMSNorm (FlashInfer's TensorRT-LLM all-reduce fusion), dropping the separate add-and-norm."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
@@ -60,20 +63,22 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         source="vLLM v0.10 EngineArgs: block_size 16 (CacheConfig), gpu_memory_utilization 0.9, V1 defaults "
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
                "(vllm/engine/arg_utils.py, _set_default_args_v1)",
-        kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
                       "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe); "
                       "gpt-oss's MXFP4 experts take bf16 activations by default on Blackwell (vllm mxfp4.py "
-                      "get_mxfp4_backend: SM100_FI_MXFP4_BF16 unless VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 is set)"),
+                      "get_mxfp4_backend: SM100_FI_MXFP4_BF16, FlashInfer's TensorRT-LLM BF16 x FP4 fused MoE, unless "
+                      "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 is set)"),
     "sglang": EngineDefaults(
         name="sglang",
         block_tokens=1, memory_fraction=0.88, fraction_of_free=False, max_batch=4096, max_num_tokens=8192,
         source="SGLang v0.4 ServerArgs: page_size 1, mem_fraction_static ~0.88 for 80-160 GB GPUs at tp 1-8, "
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
-        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_moe_path=True,
+        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
+        blackwell_moe_allreduce_fusion=True,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
                       "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "
@@ -101,13 +106,14 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
 
 
 def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDefaults:
-    """``engine``'s decode kernels for a model on a GPU: an engine with ``blackwell_moe_path`` serves
-    an MoE model on Blackwell with TensorRT-LLM's fused all-reduce + residual + RMSNorm and
-    TensorRT-LLM's fused MoE, so it launches TensorRT-LLM's MoE kernel count and no separate
-    add-and-norm after its all-reduces (SGLang ``server_args.py``: DeepseekV3ForCausalLM and
-    GptOssForCausalLM on sm100 switch on ``enable_flashinfer_allreduce_fusion`` and the
-    ``flashinfer_trtllm`` / ``flashinfer_mxfp4`` MoE runners). Other engines, GPUs and dense models
-    keep ``engine``."""
-    if not (engine.blackwell_moe_path and blackwell and moe_model):
+    """``engine``'s decode kernels for a model on a GPU. On Blackwell an MoE model runs
+    TensorRT-LLM's fused MoE where the engine has ``blackwell_trtllm_moe`` (TensorRT-LLM's MoE kernel
+    count; vLLM ``mxfp4.py`` ``get_mxfp4_backend`` picks SM100_FI_MXFP4_BF16 there, SGLang
+    ``server_args.py`` the ``flashinfer_trtllm`` / ``flashinfer_mxfp4`` runners for DeepSeek-V3/R1
+    and gpt-oss on sm100) and, with ``blackwell_moe_allreduce_fusion``, fuses its all-reduces with
+    the residual add and RMSNorm (SGLang switches ``enable_flashinfer_allreduce_fusion`` on there).
+    Other engines, GPUs and dense models keep ``engine``."""
+    if not (blackwell and moe_model and engine.blackwell_trtllm_moe):
         return engine
-    return replace(engine, fused_allreduce_norm=True, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels)
+    fused = engine.fused_allreduce_norm or engine.blackwell_moe_allreduce_fusion
+    return replace(engine, fused_allreduce_norm=fused, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels)

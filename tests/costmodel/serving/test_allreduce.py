@@ -21,9 +21,9 @@ KIB = 1024
 
 def test_one_shot_reads_every_peers_buffer() -> None:
     """(n − 1)·S over 450 GB/s x 0.82 plus one kernel (5 µs less the 0.4 µs a graph saves) and two
-    barriers, each one 1.9 µs NVLink one-way latency (every GPU posts its flags at once)."""
+    barriers, each a 2 x 1.9 µs NVLink round trip."""
     assert kernel_floor_us(H200) == pytest.approx(4.6)
-    expected = (4.6 + 2 * 1.9) * 1e-6 + 7 * 64 * KIB / (450e9 * 0.82)
+    expected = (4.6 + 2 * 2 * 1.9) * 1e-6 + 7 * 64 * KIB / (450e9 * 0.82)
     assert one_shot(H200, 8, 64 * KIB) == pytest.approx(expected)
 
 
