@@ -33,6 +33,12 @@ def fp4_experts_only(model_name: str) -> bool:
     return _checkpoint_flag(model_name, "fp4_experts_only")
 
 
+def fp4_moe_only(model_name: str) -> bool:
+    """The model's published FP4 checkpoint quantises only its MoE layers' experts, routed and shared
+    (serving.json ``checkpoints``; NVIDIA's DeepSeek-R1 FP4)."""
+    return _checkpoint_flag(model_name, "fp4_moe_only")
+
+
 def fp8_block_scaled(model_name: str) -> bool:
     """The model's published FP8 checkpoint scales 128 x 128 weight blocks and quantises activations
     per 1 x 128 group at run time (serving.json ``checkpoints``; DeepSeek-V3 / R1)."""

@@ -49,6 +49,10 @@ class Hardware:
     fp4_experts_only: bool = False
     """The FP4 checkpoint is weight-only MXFP4 on the routed experts alone (gpt-oss: attention, router
     and head stay bf16; ``profiles/serving.json`` ``checkpoints``)."""
+    fp4_moe_only: bool = False
+    """The FP4 checkpoint is NVFP4 on the MoE layers' experts alone, routed and shared: attention and
+    the dense layers stay bf16 (NVIDIA's DeepSeek-R1 FP4 checkpoints; ``profiles/serving.json``
+    ``checkpoints``)."""
     fp8_block_scaled: bool = False
     """The FP8 checkpoint is block-scaled with dynamic 1 x 128 activation groups (DeepSeek-V3 / R1):
     each FP8 GEMM's input is quantised by a kernel of its own (:func:`activation_quant_kernels`)."""
@@ -123,16 +127,31 @@ def block_weight_params(block: BlockShape, instance: Instance, experts_touched: 
     return attn + (block.dense_params + experts * block.expert_params_each) / instance.tp
 
 
+def non_expert_bytes(block: BlockShape, instance: Instance, precision: WeightPrecision, mx: bool = False,
+                     experts_only: bool = False, moe_only: bool = False) -> float:
+    """Bytes of one block's weights besides its routed experts on one GPU (attention, dense MLP or
+    shared expert, router). An FP4 checkpoint that quantises only the routed experts
+    (``experts_only``) keeps all of them bf16; one that quantises only the MoE layers' experts
+    (``moe_only``) keeps attention and the dense layers bf16 and its shared expert FP4."""
+    params = block_weight_params(block, instance, 0.0)
+    if precision != "fp4" or not (experts_only or moe_only):
+        return params * weight_bytes(precision, mx)
+    dense = block.dense_params / instance.tp
+    dense_format: WeightPrecision = "fp4" if moe_only and block.layer.is_moe else "bf16"
+    return (params - dense) * weight_bytes("bf16") + dense * weight_bytes(dense_format, mx)
+
+
 def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False,
-                          experts_only: bool = False) -> float:
+                          experts_only: bool = False, moe_only: bool = False) -> float:
     """Weight bytes on the busiest GPU: 1/pp of the blocks, plus the embedding and the head (TP-split,
-    bf16) as if on one stage (the first and last stage hold one each). ``experts_only``: an FP4
-    checkpoint quantises only the routed experts; the rest of each block stays bf16."""
+    bf16) as if on one stage (the first and last stage hold one each). ``experts_only`` /
+    ``moe_only``: an FP4 checkpoint that leaves part of each block bf16 (:func:`non_expert_bytes`)."""
     edges = (shape.embedding_params + shape.head_params) / instance.tp / (2 if instance.pp > 1 else 1)
-    if experts_only and precision == "fp4":
-        dense = sum(block_weight_params(b, instance, 0.0) * b.count for b in shape.blocks) / instance.pp
-        whole = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
-        return dense * weight_bytes("bf16") + (whole - dense) * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
+    if (experts_only or moe_only) and precision == "fp4":
+        rest = sum(non_expert_bytes(b, instance, precision, mx, experts_only, moe_only) * b.count for b in shape.blocks)
+        experts = sum((block_weight_params(b, instance) - block_weight_params(b, instance, 0.0)) * b.count
+                      for b in shape.blocks)
+        return (rest + experts * weight_bytes(precision, mx)) / instance.pp + edges * EMBEDDING_BYTES
     blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
     return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
 
@@ -256,7 +275,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     gpu, eff = hw.cluster.gpu, hw.efficiency
     bandwidth = hbm_rate(hw, eff.decode_memory)
     dense_fmt = dense_precision(hw, precision)
-    weights = block_weight_params(block, instance, 0.0) * weight_bytes(dense_fmt, mx_storage(hw, dense_fmt))
+    weights = non_expert_bytes(block, instance, precision, mx_storage(hw, precision), hw.fp4_experts_only, hw.fp4_moe_only)
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
     gemm_seconds = gemm_time(hw.cluster, gemm, gemm_speedup(hw, dense_fmt)) / eff.prefill_compute

@@ -71,7 +71,7 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         raise InputError(*problems)
     spec = resolve_model_arg(model)
     spec_cluster = resolve_cluster_arg(cluster)
-    from profiles.serving import fp4_experts_only, fp8_block_scaled, low_precision_rates
+    from profiles.serving import fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
 
     rates = low_precision_rates(spec_cluster.gpu)
     if engine == "trtllm" and rates.platform != "cuda":
@@ -91,6 +91,7 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks))
     hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=kernels,
                   fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
+                  fp4_moe_only=precision == "fp4" and fp4_moe_only(spec.name),
                   fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
                    engine=DEFAULTS[engine], isl=isl, osl=osl, precision=precision, kv_dtype=kv)

@@ -11,11 +11,12 @@ from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
-from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
+from costmodel.serving.specs import NVFP4_BYTES_PER_PARAM, Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
     DEQUANT_TILE_ROWS,
     Hardware,
     activation_quant_kernels,
+    block_weight_params,
     decode_block_parts,
     decode_step_parts,
     dense_precision,
@@ -25,6 +26,7 @@ from costmodel.serving.step import (
     layer_kernels,
     mla_extra_kernels,
     mx_storage,
+    non_expert_bytes,
     prefill_time,
     weights_bytes_per_gpu,
 )
@@ -194,3 +196,21 @@ def test_moe_prefill_waits_for_a_busiest_rank_only_under_expert_parallelism() ->
         slow = prefill_time(skewed, shape, Instance(tp=4, ep=ep), 8192, 8192, "fp8")
         assert (slow == pytest.approx(plain)) is same
         assert slow >= plain
+
+
+def test_moe_only_fp4_keeps_attention_and_dense_layers_bf16() -> None:
+    """NVIDIA's DeepSeek-R1 FP4 checkpoint: NVFP4 on the MoE layers' experts (routed and shared),
+    attention and the three dense layers bf16, so its weights sit between all-FP4 and all-bf16."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    inst = Instance(tp=8)
+    dense_block, moe_block = shape.blocks[0], shape.blocks[-1]
+    assert not dense_block.layer.is_moe and moe_block.layer.is_moe
+    whole_dense = block_weight_params(dense_block, inst, 0.0)
+    assert non_expert_bytes(dense_block, inst, "fp4", moe_only=True) == pytest.approx(whole_dense * 2.0)
+    shared = moe_block.dense_params / inst.tp
+    attention = block_weight_params(moe_block, inst, 0.0) - shared
+    assert non_expert_bytes(moe_block, inst, "fp4", moe_only=True) == pytest.approx(
+        attention * 2.0 + shared * NVFP4_BYTES_PER_PARAM)
+    fp4 = weights_bytes_per_gpu(shape, inst, "fp4")
+    mixed = weights_bytes_per_gpu(shape, inst, "fp4", moe_only=True)
+    assert fp4 < mixed < weights_bytes_per_gpu(shape, inst, "fp8")
