@@ -5,8 +5,11 @@ distinct experts touched, at most min(E, b·k): with uniform routing E·(1 − (
 (the expected number of occupied bins when b·k balls fall into E bins, k distinct per token;
 Feller, "An Introduction to Probability Theory" vol. 1 §II.5 occupancy). Expert parallelism splits
 the E experts over ep ranks and the step waits for the busiest rank, whose count exceeds the mean
-by about sqrt(2 ln ep) standard deviations (the expected maximum of ep roughly Gaussian counts;
-Gumbel's extreme-value approximation, as in Cramér, "Mathematical Methods of Statistics" §28.6).
+by the expected maximum of ep standard normal deviates (roughly Gaussian counts): Blom's formula
+Φ⁻¹((ep − 0.375)/(ep + 0.25)) (Blom, "Statistical Estimates and Transformed Beta-Variables",
+1958; 0.59, 1.05, 1.43 for 2, 4, 8 ranks against the exact 0.56, 1.03, 1.42 of Harter's tables,
+Biometrika 1961), where the asymptotic sqrt(2 ln ep) (Cramér §28.6) overstates it by 40-100 % at
+these sizes.
 A grouped GEMM pads each touched expert's rows to its tile height, so a handful of tokens per expert
 costs a whole tile of tensor-core work (CUTLASS grouped GEMM tiles; vLLM ``fused_moe``
 ``moe_align_block_size`` pads every expert's tokens to BLOCK_SIZE_M).
@@ -15,6 +18,7 @@ costs a whole tile of tensor-core work (CUTLASS grouped GEMM tiles; vLLM ``fused
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 
 from costmodel.serving.shape import BlockShape
 from costmodel.serving.specs import Instance
@@ -37,15 +41,24 @@ def experts_touched(block: BlockShape, tokens: float) -> float:
 def busiest_rank_experts(block: BlockShape, instance: Instance, tokens: float) -> float:
     """Distinct experts the busiest of the ep ranks streams for a step of ``tokens`` tokens: each
     rank holds E/ep experts, each touched with probability p = touched / E; the busiest rank's count
-    is the mean plus sqrt(2 ln ep) standard deviations, at most E/ep (module docstring)."""
+    is the mean plus the expected maximum of ep standard normals in standard deviations
+    (:func:`expected_max_normal`), at most E/ep (module docstring)."""
     e = block.layer.num_experts
     touched = experts_touched(block, tokens)
     if instance.ep <= 1 or not e:
         return touched
     local = e / instance.ep
     p = touched / e
-    spread = math.sqrt(max(local * p * (1.0 - p), 0.0) * 2.0 * math.log(instance.ep))
+    spread = math.sqrt(max(local * p * (1.0 - p), 0.0)) * expected_max_normal(instance.ep)
     return min(local, local * p + spread)
+
+
+def expected_max_normal(n: int) -> float:
+    """Expected largest of ``n`` independent standard normal deviates, by Blom's approximation
+    Φ⁻¹((n − 0.375)/(n + 0.25)) (module docstring); 0 for one rank."""
+    if n <= 1:
+        return 0.0
+    return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
 def padded_expert_rows(block: BlockShape, instance: Instance, tokens: float, touched: float) -> float:

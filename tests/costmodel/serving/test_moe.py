@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.serving.moe import GROUPED_GEMM_TILE_ROWS, busiest_rank_experts, experts_touched, padded_expert_rows
+from costmodel.serving.moe import (
+    GROUPED_GEMM_TILE_ROWS,
+    busiest_rank_experts,
+    expected_max_normal,
+    experts_touched,
+    padded_expert_rows,
+    routed_row_bytes,
+)
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance
 from planner.intake.arguments import resolve_model_arg
@@ -36,3 +43,22 @@ def test_a_few_tokens_per_expert_cost_a_whole_tile() -> None:
     assert padded_expert_rows(GPT_OSS, inst, 4, touched) == pytest.approx(touched * GROUPED_GEMM_TILE_ROWS)
     big = experts_touched(GPT_OSS, 8192)
     assert padded_expert_rows(GPT_OSS, inst, 8192, big) == pytest.approx(8192 * 4, rel=0.05)
+
+
+def test_expected_maximum_of_normals_matches_harters_tables() -> None:
+    """Harter (Biometrika 1961): the largest of 2, 4, 8 standard normals averages 0.564, 1.029, 1.424."""
+    for n, exact in ((2, 0.564), (4, 1.029), (8, 1.424)):
+        assert expected_max_normal(n) == pytest.approx(exact, abs=0.03)
+    assert expected_max_normal(1) == 0.0
+
+
+def test_routed_rows_cross_hbm_at_full_width_on_every_gpu() -> None:
+    """tokens x k rows of hidden elements per GPU, 5 bytes each, whatever the experts' TP split; EP
+    divides the rows over its ranks; dense blocks route nothing."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = shape.blocks[-1]
+    rows = 100 * moe.layer.moe_top_k * moe.layer.hidden_size * 5.0
+    assert routed_row_bytes(moe, Instance(tp=8), 100) == pytest.approx(rows)
+    assert routed_row_bytes(moe, Instance(tp=1), 100) == pytest.approx(rows)
+    assert routed_row_bytes(moe, Instance(tp=8, ep=8), 100) == pytest.approx(rows / 8)
+    assert routed_row_bytes(shape.blocks[0], Instance(tp=8), 100) == 0.0
