@@ -44,6 +44,11 @@ class EngineDefaults:
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
+    trtllm_moe_tiles: bool = False
+    """The routed experts run FlashInfer's trtllm-gen fused MoE (Blackwell only), whose token tile
+    follows the tokens per expert (``costmodel.serving.moe.TRTLLM_TILE_ROWS``) rather than a fixed
+    16-row block; set by :func:`on_gpu` (TensorRT-LLM's own default MoE backend is CUTLASS, kept at
+    the 16-row block)."""
     blackwell_trtllm_moe: bool = False
     """On Blackwell (SM100) GPUs the engine runs an MoE model's experts through TensorRT-LLM's fused
     MoE kernels (FlashInfer's trtllm-gen MoE: routing, grouped GEMMs, finalize), so it launches
@@ -116,4 +121,5 @@ def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDe
     if not (blackwell and moe_model and engine.blackwell_trtllm_moe):
         return engine
     fused = engine.fused_allreduce_norm or engine.blackwell_moe_allreduce_fusion
-    return replace(engine, fused_allreduce_norm=fused, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels)
+    return replace(engine, fused_allreduce_norm=fused, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels,
+                   trtllm_moe_tiles=True)

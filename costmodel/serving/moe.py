@@ -61,15 +61,28 @@ def expected_max_normal(n: int) -> float:
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25))
 
 
-def padded_expert_rows(block: BlockShape, instance: Instance, tokens: float, touched: float) -> float:
+TRTLLM_TILE_ROWS = (8, 64)
+"""Smallest and largest token tile of TensorRT-LLM's fused MoE kernels (trtllm-gen, also behind
+FlashInfer's TensorRT-LLM MoE in vLLM and SGLang): ``calculate_tile_tokens_dim`` pads the tokens
+per expert to the next power of two within [8, 64] (TensorRT-LLM ``fused_moe``; FlashInfer tests
+``test_trtllm_gen_fused_moe.py``; vLLM ``flashinfer_utils.py``)."""
+
+
+def padded_expert_rows(block: BlockShape, instance: Instance, tokens: float, touched: float,
+                       trtllm_tiles: bool = False) -> float:
     """Token rows the busiest rank's grouped GEMM computes: its share of the ``tokens``·k routed
-    tokens, each of its ``touched`` experts padded up to :data:`GROUPED_GEMM_TILE_ROWS`."""
+    tokens, each of its ``touched`` experts padded up to :data:`GROUPED_GEMM_TILE_ROWS`, or, for
+    TensorRT-LLM's fused MoE (``trtllm_tiles``), to a tile of the next power of two of its tokens
+    within :data:`TRTLLM_TILE_ROWS`."""
     if touched <= 0:
         return 0.0
     routed = tokens * block.layer.moe_top_k / instance.ep
-    per_expert = routed / touched
-    tiles = math.ceil(max(per_expert, 1e-9) / GROUPED_GEMM_TILE_ROWS)
-    return touched * tiles * GROUPED_GEMM_TILE_ROWS
+    per_expert = max(routed / touched, 1e-9)
+    tile = GROUPED_GEMM_TILE_ROWS
+    if trtllm_tiles:
+        low, high = TRTLLM_TILE_ROWS
+        tile = min(max(2 ** math.ceil(math.log2(per_expert)), low), high) if per_expert > 1 else low
+    return touched * math.ceil(per_expert / tile) * tile
 
 
 ROUTED_ROW_BYTES = 2.0 + 2.0 + 1.0

@@ -258,7 +258,7 @@ def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: fl
     touched = busiest_rank_experts(block, instance, batch)
     each = block.expert_params_each / (instance.tp // instance.ep)
     nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
-    flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched)
+    flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched, hw.engine.trtllm_moe_tiles)
     seconds = gemm_time(hw.cluster, flops, expert_gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
     rows = batch * block.layer.moe_top_k / instance.ep / touched if touched > 0 else 0.0
     return nbytes, max(seconds, dequant_seconds(hw, precision, touched * each, rows))

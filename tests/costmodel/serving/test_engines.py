@@ -16,4 +16,5 @@ def test_moe_models_on_blackwell_run_tensorrt_llm_kernels() -> None:
     assert on_gpu(sglang, blackwell=True, moe_model=False) == sglang
     vllm = on_gpu(DEFAULTS["vllm"], blackwell=True, moe_model=True)
     assert vllm.moe_extra_kernels == DEFAULTS["trtllm"].moe_extra_kernels and not vllm.fused_allreduce_norm
+    assert vllm.trtllm_moe_tiles and blackwell.trtllm_moe_tiles and not DEFAULTS["vllm"].trtllm_moe_tiles
 

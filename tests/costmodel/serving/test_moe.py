@@ -7,6 +7,7 @@ import pytest
 
 from costmodel.serving.moe import (
     GROUPED_GEMM_TILE_ROWS,
+    TRTLLM_TILE_ROWS,
     busiest_rank_experts,
     expected_max_normal,
     experts_touched,
@@ -62,3 +63,14 @@ def test_routed_rows_cross_hbm_at_full_width_on_every_gpu() -> None:
     assert routed_row_bytes(moe, Instance(tp=1), 100) == pytest.approx(rows)
     assert routed_row_bytes(moe, Instance(tp=8, ep=8), 100) == pytest.approx(rows / 8)
     assert routed_row_bytes(shape.blocks[0], Instance(tp=8), 100) == 0.0
+
+
+def test_trtllm_gen_tiles_follow_the_tokens_per_expert() -> None:
+    """calculate_tile_tokens_dim: next power of two of the tokens per expert within [8, 64]."""
+    inst = Instance(tp=1)
+    touched = experts_touched(GPT_OSS, 4)  # 16 tokens over about 16 experts: one token each
+    assert padded_expert_rows(GPT_OSS, inst, 4, touched, trtllm_tiles=True) == pytest.approx(touched * TRTLLM_TILE_ROWS[0])
+    touched = experts_touched(GPT_OSS, 640)  # 20 tokens per expert: a 32-row tile
+    assert padded_expert_rows(GPT_OSS, inst, 640, touched, trtllm_tiles=True) == pytest.approx(touched * 32)
+    touched = experts_touched(GPT_OSS, 8192)  # 256 per expert: 64-row tiles, no padding
+    assert padded_expert_rows(GPT_OSS, inst, 8192, touched, trtllm_tiles=True) == pytest.approx(8192 * 4, rel=0.01)
