@@ -1,5 +1,6 @@
-"""Serving-only hardware data: each GPU's FP4 tensor-core rate (``serving.json``), which the
-training specs do not carry."""
+"""Serving-only hardware data: each GPU's FP4 tensor-core rate, its software platform and, where
+FP4 weights are upcast in the GEMM, that upcast's rate (``serving.json``), which the training specs
+do not carry."""
 
 from __future__ import annotations
 
@@ -12,9 +13,36 @@ from costmodel.specs import GPUSpec
 SERVING_FILE = "serving.json"
 
 
-def _table() -> dict[str, dict[str, object]]:
+def _file() -> dict[str, dict[str, dict[str, object]]]:
     text = resources.files(__package__).joinpath(SERVING_FILE).read_text(encoding="utf-8")
-    return json.loads(text)["gpus"]
+    return json.loads(text)
+
+
+def _table() -> dict[str, dict[str, object]]:
+    return _file()["gpus"]
+
+
+def _checkpoint_flag(model_name: str, flag: str) -> bool:
+    entry = _file().get("checkpoints", {}).get(model_name)
+    return bool(entry and entry.get(flag))
+
+
+def fp4_experts_only(model_name: str) -> bool:
+    """The model's published FP4 checkpoint quantises only its routed experts (serving.json
+    ``checkpoints``; gpt-oss's MXFP4 experts)."""
+    return _checkpoint_flag(model_name, "fp4_experts_only")
+
+
+def fp4_moe_only(model_name: str) -> bool:
+    """The model's published FP4 checkpoint quantises only its MoE layers' experts, routed and shared
+    (serving.json ``checkpoints``; NVIDIA's DeepSeek-R1 FP4)."""
+    return _checkpoint_flag(model_name, "fp4_moe_only")
+
+
+def fp8_block_scaled(model_name: str) -> bool:
+    """The model's published FP8 checkpoint scales 128 x 128 weight blocks and quantises activations
+    per 1 x 128 group at run time (serving.json ``checkpoints``; DeepSeek-V3 / R1)."""
+    return _checkpoint_flag(model_name, "fp8_block_scaled")
 
 
 def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
@@ -22,7 +50,10 @@ def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
     entry = _table().get(gpu.name)
     if entry is None:
         return LowPrecisionRates()
-    return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]))
+    return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]),
+                             platform=entry.get("platform", "cuda"),
+                             fp4_dequant_weights_per_s=entry.get("fp4_dequant_weights_per_s"),
+                             hbm_stream_fraction=entry.get("hbm_stream_fraction"))
 
 
 def low_precision_sources(gpu: GPUSpec) -> dict[str, str]:

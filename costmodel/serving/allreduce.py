@@ -11,25 +11,23 @@ therefore run their own NVLink kernels instead of NCCL's ring for these sizes:
   TensorRT-LLM ``customAllReduceKernels.cu`` ONESHOT).
 - **two-shot**: reduce-scatter then all-gather through the same peer buffers: 2(n − 1)/n·S bytes,
   one barrier more (``cross_device_reduce_2stage``; TensorRT-LLM TWOSHOT).
-- **NVLS**: NVLink SHARP on NVSwitch systems (H100 / H200 / B200 HGX, GB200 NVL72): a
-  reduce-scatter then an all-gather multicast by the switch, two synchronisations whatever the
-  GPU count (NVIDIA developer blog "3x Faster AllReduce with NVSwitch and TensorRT-LLM MultiShot",
-  2024; the CUDA PTX ISA ``multimem`` instructions), each GPU moving about 2(n − 1)/n·S at a bus
-  bandwidth above the ring's (measured 8 x H200 busbw 482 GB/s with NVLS against 368 GB/s for the
-  ring, costmodel-notes §3.2 from ml-engineering).
 - **ring**: NCCL's ring with its fastest protocol (``costmodel.comm.all_reduce``, NCCL
   ``src/graph/tuning.cc`` latencies): 2(n − 1) hops of latency.
 
 Which one runs: vLLM and SGLang pick one-shot below 512 KiB on <= 4 GPUs (256 KiB on <= 8, always
 on 2) and two-shot above, up to their 8 MiB registered buffer, then NCCL (vLLM
 ``custom_all_reduce.cuh`` ``allreduce()`` thresholds and ``CustomAllreduce.max_size``; SGLang's
-``sgl-kernel`` port keeps them). TensorRT-LLM's AUTO strategy looks up, per SM version, TP size,
-hidden size and token count, the strategy its own sweep measured fastest
-(``cpp/tensorrt_llm/common/customAllReduceUtils.h``), which this module models as the fastest of
-one-shot, two-shot, NVLS and NCCL. A group spanning nodes runs NCCL's hierarchical ring.
+``sgl-kernel`` port keeps them). TensorRT-LLM's AUTO strategy looks up, per SM generation (Hopper
+and earlier as SM90, Blackwell as SM100), TP size, hidden size and token count, the strategy its
+own sweep measured fastest: one-shot, two-shot or NCCL, never NVLS
+(``cpp/tensorrt_llm/common/customAllReduceUtils.h`` ``AllReduceBestStrategyTableSM90`` /
+``SM100``), summarised in :data:`TRTLLM_LOOKUP`. A group spanning nodes runs NCCL's hierarchical
+ring.
 """
 
 from __future__ import annotations
+
+import math
 
 from costmodel.comm import all_reduce, place_group
 from costmodel.specs import ClusterSpec
@@ -47,21 +45,21 @@ def kernel_floor_us(cluster: ClusterSpec) -> float:
     and tail (``EfficiencySpec.kernel_overhead_us``, the training model's constant) less what a
     CUDA-graph replay saves (:data:`GRAPH_LAUNCH_SAVING_US`)."""
     return max(cluster.efficiency.kernel_overhead_us - GRAPH_LAUNCH_SAVING_US, 0.0)
-NVLS_BUSBW_GAIN = 482.3 / 367.6
-"""NVLS all-reduce bus bandwidth over the ring's on 8 x H200 at 16 GiB, nccl-tests
-(costmodel-notes §3.2, from stas00/ml-engineering network/README.md; 8 x B200 gives 846 / 682 = 1.24)."""
-NVLS_GPUS = ("H100", "H200", "H800", "B200", "GB200", "B300", "GB300")
-"""GPUs whose NVLink domain sits behind NVSwitches with SHARP (NVLink 4 and later; HGX / DGX H100
-and later, GB200 NVL72): NVLS needs the switch (NCCL ``NCCL_NVLS_ENABLE``, NVIDIA NCCL docs)."""
+
+
+TRTLLM_LOOKUP: dict[tuple[int, int], tuple[int, int]] = {
+    (90, 2): (8 * 2**20, 8 * 2**20), (90, 4): (2 * 2**20, 4 * 2**20), (90, 8): (2**19, 2**19),
+    (100, 2): (8 * 2**20, 8 * 2**20), (100, 4): (2 * 2**20, 4 * 2**20), (100, 8): (2 * 2**20, 4 * 2**20),
+}
+"""(SM generation, TP size) -> (elements below which TensorRT-LLM's AUTO all-reduce runs one-shot,
+elements below which it runs two-shot; NCCL above): where the RESIDUAL_RMS_NORM rows of its
+``AllReduceBestStrategyTableSM90`` / ``SM100`` (``customAllReduceUtils.h``; strategy 4 ONESHOT,
+5 TWOSHOT, 0 NCCL) switch, read at token count x hidden size for hidden sizes 4096 and 8192 (on
+8 Hopper GPUs a 32 x 8192 message is the last one-shot and 64 x 8192 goes to NCCL). TP sizes
+between the table's 2, 4 and 8 take the row below, as its log2 index does."""
 VLLM_CUSTOM_MAX_BYTES = 8 * 2**20
 """vLLM's custom all-reduce buffer: messages above 8 MiB go to NCCL
 (``vllm/distributed/device_communicators/custom_all_reduce.py``, ``max_size=8192 * 1024``)."""
-
-
-def has_nvls(cluster: ClusterSpec) -> bool:
-    """The cluster's GPUs reduce in the NVSwitch (NVLink SHARP)."""
-    name = cluster.gpu.name.upper()
-    return any(tag in name for tag in NVLS_GPUS)
 
 
 def _link_seconds(cluster: ClusterSpec, nbytes: float) -> float:
@@ -87,13 +85,6 @@ def two_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     return kernel_floor_us(cluster) * 1e-6 + 3 * _barrier(cluster) + _link_seconds(cluster, 2 * (n - 1) / n * nbytes)
 
 
-def nvls(cluster: ClusterSpec, n: int, nbytes: float) -> float:
-    """NVLink SHARP: switch-side reduction, two barriers, 2(n − 1)/n·S at the ring's bus bandwidth
-    times :data:`NVLS_BUSBW_GAIN`."""
-    return (kernel_floor_us(cluster) * 1e-6 + 2 * _barrier(cluster)
-            + _link_seconds(cluster, 2 * (n - 1) / n * nbytes) / NVLS_BUSBW_GAIN)
-
-
 def nccl_ring(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     """NCCL's ring (fastest protocol), inside or across nodes (``costmodel.comm.all_reduce``)."""
     return all_reduce(cluster, place_group(n, 1, cluster.gpus_per_node), nbytes)
@@ -104,11 +95,7 @@ def algorithms(cluster: ClusterSpec, engine: str, n: int, nbytes: float) -> dict
     if n > cluster.gpus_per_node:
         return {"ring": nccl_ring(cluster, n, nbytes)}
     if engine == "trtllm":
-        found = {"one-shot": one_shot(cluster, n, nbytes), "two-shot": two_shot(cluster, n, nbytes),
-                 "ring": nccl_ring(cluster, n, nbytes)}
-        if has_nvls(cluster):
-            found["nvls"] = nvls(cluster, n, nbytes)
-        return found
+        return trtllm_algorithm(cluster, n, nbytes)
     if nbytes > VLLM_CUSTOM_MAX_BYTES:
         return {"ring": nccl_ring(cluster, n, nbytes)}
     if n == 2 or (n <= 4 and nbytes < 512 * 1024) or (n <= 8 and nbytes < 256 * 1024):
@@ -116,9 +103,23 @@ def algorithms(cluster: ClusterSpec, engine: str, n: int, nbytes: float) -> dict
     return {"two-shot": two_shot(cluster, n, nbytes)}
 
 
+def trtllm_algorithm(cluster: ClusterSpec, n: int, nbytes: float) -> dict[str, float]:
+    """The algorithm TensorRT-LLM's AUTO strategy looks up for ``nbytes`` of bf16 over ``n`` GPUs
+    (:data:`TRTLLM_LOOKUP`; Blackwell where the GPU takes MX block-scaled FP8, else SM90)."""
+    sm = 100 if cluster.gpu.mxfp8 else 90
+    size = 2 ** min(3, max(1, int(math.log2(n))))
+    one_below, two_below = TRTLLM_LOOKUP[(sm, size)]
+    elements = nbytes / ACTIVATION_BYTES
+    if elements < one_below:
+        return {"one-shot": one_shot(cluster, n, nbytes)}
+    if elements < two_below:
+        return {"two-shot": two_shot(cluster, n, nbytes)}
+    return {"ring": nccl_ring(cluster, n, nbytes)}
+
+
 def choose(cluster: ClusterSpec, engine: str, n: int, nbytes: float) -> tuple[str, float]:
     """(algorithm, seconds) of the all-reduce ``engine`` runs: vLLM / SGLang by their size
-    thresholds, TensorRT-LLM the fastest its tuned table allows (see the module docstring)."""
+    thresholds, TensorRT-LLM by its tuned lookup table (see the module docstring)."""
     found = algorithms(cluster, engine, n, nbytes)
     name = min(found, key=lambda key: found[key])
     return name, found[name]

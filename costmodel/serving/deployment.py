@@ -103,7 +103,8 @@ class Estimate:
 
 def worker_phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: int, work: Workload,
            engine: EngineDefaults) -> Phase:
-    memory = gpu_memory(hw.cluster, shape, instance, work.precision, engine, mx_storage(hw, work.precision))
+    memory = gpu_memory(hw.cluster, shape, instance, work.precision, engine, mx_storage(hw, work.precision),
+                        hw.fp4_experts_only, hw.fp4_moe_only)
     tokens = sequence_tokens(work.isl + work.osl, engine.block_tokens)
     per_token = kv_bytes_per_token(shape, instance, work.kv_element_bytes, work.isl + work.osl)
     share = instance.tp if instance.attention_dp else 1

@@ -6,7 +6,7 @@ blocks, the scheduler's sequence cap, tokens per step) and decide what memory th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 ServingEngine = Literal["vllm", "sglang", "trtllm"]
@@ -35,9 +35,27 @@ class EngineDefaults:
     moe_extra_kernels: int = 4
     """Kernels an MoE layer adds over a dense MLP's (router GEMM, top-k, token permutation / expert
     alignment, finalize / un-permute)."""
+    w4_activation: Literal["bf16", "fp8"] = "bf16"
+    """Activation format of the expert GEMMs of a weight-only MXFP4 checkpoint (gpt-oss) on a GPU
+    with FP4 tensor cores: the GEMM runs at that format's tensor-core rate, not the FP4 rate."""
+    shared_expert_kernels: int = 3
+    """Kernels a shared expert adds in series beside the routed experts (gate-up GEMM, activation,
+    down GEMM); 0 where the engine runs the shared expert on a second stream, overlapped."""
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
+    trtllm_moe_tiles: bool = False
+    """The routed experts run FlashInfer's trtllm-gen fused MoE (Blackwell only), whose token tile
+    follows the tokens per expert (``costmodel.serving.moe.TRTLLM_TILE_ROWS``) rather than a fixed
+    16-row block; set by :func:`on_gpu` (TensorRT-LLM's own default MoE backend is CUTLASS, kept at
+    the 16-row block)."""
+    blackwell_trtllm_moe: bool = False
+    """On Blackwell (SM100) GPUs the engine runs an MoE model's experts through TensorRT-LLM's fused
+    MoE kernels (FlashInfer's trtllm-gen MoE: routing, grouped GEMMs, finalize), so it launches
+    TensorRT-LLM's MoE kernel count (:func:`on_gpu`)."""
+    blackwell_moe_allreduce_fusion: bool = False
+    """On Blackwell the engine also fuses an MoE model's TP all-reduces with the residual add and
+    RMSNorm (FlashInfer's TensorRT-LLM all-reduce fusion), dropping the separate add-and-norm."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
@@ -50,31 +68,58 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
         source="vLLM v0.10 EngineArgs: block_size 16 (CacheConfig), gpu_memory_utilization 0.9, V1 defaults "
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
                "(vllm/engine/arg_utils.py, _set_default_args_v1)",
-        kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
-                      "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe)"),
+                      "topk_softmax, moe_align_block_size and the weighted sum (vllm/model_executor/layers/fused_moe); "
+                      "gpt-oss's MXFP4 experts take bf16 activations by default on Blackwell (vllm mxfp4.py "
+                      "get_mxfp4_backend: SM100_FI_MXFP4_BF16, FlashInfer's TensorRT-LLM BF16 x FP4 fused MoE, unless "
+                      "VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8 is set)"),
     "sglang": EngineDefaults(
         name="sglang",
         block_tokens=1, memory_fraction=0.88, fraction_of_free=False, max_batch=4096, max_num_tokens=8192,
         source="SGLang v0.4 ServerArgs: page_size 1, mem_fraction_static ~0.88 for 80-160 GB GPUs at tp 1-8, "
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
-        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False,
+        kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
+        blackwell_moe_allreduce_fusion=True,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
-                      "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe)"),
+                      "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "
+                      "MXFP4 experts with bf16 activations as vLLM's default [assumption]; on SM100 DeepSeek-V3/R1 and "
+                      "gpt-oss default to FlashInfer's TensorRT-LLM all-reduce fusion (enable_flashinfer_allreduce_fusion, "
+                      "single node, no DP attention) and MoE runner flashinfer_trtllm / flashinfer_mxfp4 (python/sglang/srt/"
+                      "server_args.py, _handle_model_specific_adjustments)"),
     "trtllm": EngineDefaults(
         name="trtllm",
         block_tokens=32, memory_fraction=0.90, fraction_of_free=True, max_batch=8192, max_num_tokens=8192,
         source="TensorRT-LLM v1.0 KvCacheConfig: tokens_per_block 32, free_gpu_memory_fraction 0.9 of the "
                "memory free after weights; trtllm-bench max-throughput runs with CUDA-graph batches up to "
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
-        kernels_per_layer=7, moe_extra_kernels=3, fused_allreduce_norm=True,
+        kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
+        w4_activation="fp8",
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
                       "RESIDUAL_RMS_NORM, tensorrt_llm/_torch/distributed/ops.py); fused MoE adds router, top-k and "
-                      "finalize (tensorrt_llm/_torch/modules/fused_moe)"),
+                      "finalize (tensorrt_llm/_torch/modules/fused_moe); DeepSeek's shared experts run on an auxiliary "
+                      "stream beside the routed ones (modeling_deepseekv3.py, maybe_execute_in_parallel with aux_stream); "
+                      "gpt-oss's MXFP4 experts run with MXFP8 activations on Blackwell (TensorRT-LLM 'Deployment Guide for "
+                      "GPT-OSS', MoE backend support matrix: W4A8_MXFP4_MXFP8)"),
 }
+
+
+def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDefaults:
+    """``engine``'s decode kernels for a model on a GPU. On Blackwell an MoE model runs
+    TensorRT-LLM's fused MoE where the engine has ``blackwell_trtllm_moe`` (TensorRT-LLM's MoE kernel
+    count; vLLM ``mxfp4.py`` ``get_mxfp4_backend`` picks SM100_FI_MXFP4_BF16 there, SGLang
+    ``server_args.py`` the ``flashinfer_trtllm`` / ``flashinfer_mxfp4`` runners for DeepSeek-V3/R1
+    and gpt-oss on sm100) and, with ``blackwell_moe_allreduce_fusion``, fuses its all-reduces with
+    the residual add and RMSNorm (SGLang switches ``enable_flashinfer_allreduce_fusion`` on there).
+    Other engines, GPUs and dense models keep ``engine``."""
+    if not (blackwell and moe_model and engine.blackwell_trtllm_moe):
+        return engine
+    fused = engine.fused_allreduce_norm or engine.blackwell_moe_allreduce_fusion
+    return replace(engine, fused_allreduce_norm=fused, moe_extra_kernels=DEFAULTS["trtllm"].moe_extra_kernels,
+                   trtllm_moe_tiles=True)

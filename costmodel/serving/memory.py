@@ -52,12 +52,13 @@ def workspace_bytes(shape: ModelShape, instance: Instance, engine: EngineDefault
 
 
 def gpu_memory(cluster: ClusterSpec, shape: ModelShape, instance: Instance, precision: WeightPrecision,
-               engine: EngineDefaults, mx: bool = False) -> GpuMemory:
+               engine: EngineDefaults, mx: bool = False, experts_only: bool = False,
+               moe_only: bool = False) -> GpuMemory:
     """How one GPU's memory divides: KV gets the engine's fraction of all memory less everything else
 (vLLM ``gpu_memory_utilization``, ``vllm/v1/worker/gpu_worker.py::determine_available_memory``),
 or of the memory left after it (TensorRT-LLM ``free_gpu_memory_fraction``)."""
     capacity = cluster.gpu.hbm_gib * GIB
-    weights = weights_bytes_per_gpu(shape, instance, precision, mx)
+    weights = weights_bytes_per_gpu(shape, instance, precision, mx, experts_only, moe_only)
     work = workspace_bytes(shape, instance, engine)
     runtime = (cluster.runtime_overhead_gib + CUDA_GRAPH_GIB) * GIB
     free = capacity - weights - work - runtime

@@ -73,6 +73,16 @@ class LowPrecisionRates(BaseModel):
     """Dense FP4 (NVFP4 / MXFP4) peak, TFLOP/s; None where the GPU has no FP4 tensor cores."""
     mx_blocks: bool = False
     """FP4 weights use MXFP4 (32-element E8M0 scales, AMD CDNA4) rather than NVFP4."""
+    platform: Literal["cuda", "rocm"] = "cuda"
+    """The GPU's software stack: TensorRT-LLM runs on CUDA only (NVIDIA TensorRT-LLM docs)."""
+    hbm_stream_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured ceiling of a streaming kernel's HBM bandwidth over the peak where it lies below the
+    fitted ``ServingEfficiency`` fractions (those come from NVIDIA runs); None: no lower ceiling."""
+    fp4_dequant_weights_per_s: float | None = Field(default=None, gt=0)
+    """Where FP4 weights have no FP4 (or Marlin-class) kernel and the vector ALUs upcast every
+    weight tile to bf16 inside the GEMM: weights the whole GPU upcasts per second, once per
+    :data:`costmodel.serving.step.DEQUANT_TILE_ROWS` rows of the batch; None where the weights
+    stream at their stored width."""
 
 
 HBM_CEILING = 0.92
@@ -85,7 +95,7 @@ class ServingEfficiency(BaseModel):
     """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
     the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else
     (mean absolute log error, coordinate search). The defaults below are that fit: 136 stated rows,
-    median |error| 8.8 %, p90 23.4 %, bias +3.5 %. Everything else in the decode step is priced from
+    median |error| 6.6 %, p90 19.0 %, bias +2.6 %. Everything else in the decode step is priced from
     its mechanism with a cited constant: the engines' all-reduce algorithms
     (:mod:`costmodel.serving.allreduce`), the kernels per layer (``engines.EngineDefaults``), MoE
     experts touched (:mod:`costmodel.serving.moe`), the HBM rate by transfer size
@@ -98,10 +108,10 @@ class ServingEfficiency(BaseModel):
     kv_memory: float = Field(default=0.8854, gt=0, le=HBM_CEILING)
     """Achieved fraction of HBM bandwidth while decode attention streams the KV cache
     (FlashDecoding / paged attention over long contiguous blocks), for a large stream."""
-    prefill_compute: float = Field(default=1.0435, gt=0, le=1.5)
+    prefill_compute: float = Field(default=1.1165, gt=0, le=1.5)
     """Prefill GEMM rate over the training-calibrated GEMM rate of the cluster (inference kernels
     skip the training loop's overheads)."""
-    request_overhead_us: float = Field(default=169.1, ge=0)
+    request_overhead_us: float = Field(default=143.735, ge=0)
     """Scheduler and host time per request admitted (tokenise, schedule, detokenise), µs."""
     low_precision_gemm: float = Field(default=0.625, gt=0, le=1)
     """Fraction of the FP4 peak an FP4 GEMM reaches relative to the FP8 MAMF fraction."""

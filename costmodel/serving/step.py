@@ -11,6 +11,7 @@ token of the batch picked: E·(1 − (1 − k/E)^b) of E experts for b tokens un
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from costmodel.kernels import attention_time, gemm_time
@@ -20,7 +21,7 @@ from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
-from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows
+from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows, routed_row_bytes
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
 from costmodel.serving.specs import (
     Instance,
@@ -45,13 +46,36 @@ class Hardware:
     efficiency: ServingEfficiency
     engine: EngineDefaults = DEFAULTS["vllm"]
     """The serving engine: its kernels per layer and all-reduce algorithms."""
+    fp4_experts_only: bool = False
+    """The FP4 checkpoint is weight-only MXFP4 on the routed experts alone (gpt-oss: attention, router
+    and head stay bf16; ``profiles/serving.json`` ``checkpoints``)."""
+    fp4_moe_only: bool = False
+    """The FP4 checkpoint is NVFP4 on the MoE layers' experts alone, routed and shared: attention and
+    the dense layers stay bf16 (NVIDIA's DeepSeek-R1 FP4 checkpoints; ``profiles/serving.json``
+    ``checkpoints``)."""
+    fp8_block_scaled: bool = False
+    """The FP8 checkpoint is block-scaled with dynamic 1 x 128 activation groups (DeepSeek-V3 / R1):
+    each FP8 GEMM's input is quantised by a kernel of its own (:func:`activation_quant_kernels`)."""
 
 
 def mx_storage(hw: Hardware, precision: WeightPrecision) -> bool:
     """FP4 weights are stored as MXFP4 (32-element E8M0 scales) where the GPU has no NVFP4 tensor
     cores: AMD CDNA4, and Hopper running weight-only FP4 checkpoints such as gpt-oss's MXFP4 experts
     (dequantised in the GEMM: vLLM / SGLang Marlin and triton ``matmul_ogs`` MXFP4 kernels)."""
-    return precision == "fp4" and (hw.rates.mx_blocks or hw.rates.peak_fp4_tflops is None)
+    return precision == "fp4" and (hw.rates.mx_blocks or hw.rates.peak_fp4_tflops is None or hw.fp4_experts_only)
+
+
+def dense_precision(hw: Hardware, precision: WeightPrecision) -> WeightPrecision:
+    """Format of a block's non-expert weights: bf16 in an experts-only FP4 checkpoint."""
+    return "bf16" if precision == "fp4" and hw.fp4_experts_only else precision
+
+
+def expert_gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
+    """Rate of the routed experts' GEMMs over bf16: a weight-only FP4 expert on FP4 tensor cores runs
+    at the engine's activation format (``EngineDefaults.w4_activation``), else :func:`gemm_speedup`."""
+    if precision == "fp4" and hw.fp4_experts_only and hw.rates.peak_fp4_tflops is not None:
+        return gemm_speedup(hw, hw.engine.w4_activation)
+    return gemm_speedup(hw, precision)
 
 
 def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
@@ -69,6 +93,29 @@ def gemm_speedup(hw: Hardware, precision: WeightPrecision) -> float:
     return fp4 / (gpu.peak_bf16_tflops * (gpu.bf16_mamf_fraction or 1.0))
 
 
+DEQUANT_TILE_ROWS = 32
+"""Batch rows per output tile of the FP4-upcasting GEMM at decode shapes: the 32 x 256 x 128 tile
+that ROCm/triton issue #970 profiles for the gfx942 MXFP4 MoE GEMM; each row-block of a tile
+upcasts its weight tile again (the fused loop re-dequantises per output M-block)."""
+
+
+def hbm_rate(hw: Hardware, fraction: float) -> float:
+    """Bytes/s a large decode stream reaches: the HBM peak times the fitted ``fraction``, at most the
+    GPU's measured stream ceiling (``LowPrecisionRates.hbm_stream_fraction``)."""
+    ceiling = hw.rates.hbm_stream_fraction
+    return hw.cluster.gpu.hbm_bandwidth_gbps * 1e9 * (fraction if ceiling is None else min(fraction, ceiling))
+
+
+def dequant_seconds(hw: Hardware, precision: WeightPrecision, weights: float, rows: float) -> float:
+    """Seconds the vector ALUs spend upcasting ``weights`` FP4 weights to bf16 for a GEMM of
+    ``rows`` batch rows, on a GPU whose FP4 weights have no FP4 tensor-core or Marlin-class kernel
+    (``LowPrecisionRates.fp4_dequant_weights_per_s``); 0 elsewhere."""
+    rate = hw.rates.fp4_dequant_weights_per_s
+    if precision != "fp4" or rate is None or weights <= 0:
+        return 0.0
+    return weights * math.ceil(max(rows, 1.0) / DEQUANT_TILE_ROWS) / rate
+
+
 def block_weight_params(block: BlockShape, instance: Instance, experts_touched: float | None = None) -> float:
     """Parameters of one block on one GPU: attention whole under attention DP, else its TP split
     (MLA down-projections and norms whole); dense MLP / router / shared expert over tp; routed experts
@@ -80,11 +127,32 @@ def block_weight_params(block: BlockShape, instance: Instance, experts_touched: 
     return attn + (block.dense_params + experts * block.expert_params_each) / instance.tp
 
 
-def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False) -> float:
+def non_expert_bytes(block: BlockShape, instance: Instance, precision: WeightPrecision, mx: bool = False,
+                     experts_only: bool = False, moe_only: bool = False) -> float:
+    """Bytes of one block's weights besides its routed experts on one GPU (attention, dense MLP or
+    shared expert, router). An FP4 checkpoint that quantises only the routed experts
+    (``experts_only``) keeps all of them bf16; one that quantises only the MoE layers' experts
+    (``moe_only``) keeps attention and the dense layers bf16 and its shared expert FP4."""
+    params = block_weight_params(block, instance, 0.0)
+    if precision != "fp4" or not (experts_only or moe_only):
+        return params * weight_bytes(precision, mx)
+    dense = block.dense_params / instance.tp
+    dense_format: WeightPrecision = "fp4" if moe_only and block.layer.is_moe else "bf16"
+    return (params - dense) * weight_bytes("bf16") + dense * weight_bytes(dense_format, mx)
+
+
+def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: WeightPrecision, mx: bool = False,
+                          experts_only: bool = False, moe_only: bool = False) -> float:
     """Weight bytes on the busiest GPU: 1/pp of the blocks, plus the embedding and the head (TP-split,
-    bf16) as if on one stage (the first and last stage hold one each)."""
-    blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
+    bf16) as if on one stage (the first and last stage hold one each). ``experts_only`` /
+    ``moe_only``: an FP4 checkpoint that leaves part of each block bf16 (:func:`non_expert_bytes`)."""
     edges = (shape.embedding_params + shape.head_params) / instance.tp / (2 if instance.pp > 1 else 1)
+    if (experts_only or moe_only) and precision == "fp4":
+        rest = sum(non_expert_bytes(b, instance, precision, mx, experts_only, moe_only) * b.count for b in shape.blocks)
+        experts = sum((block_weight_params(b, instance) - block_weight_params(b, instance, 0.0)) * b.count
+                      for b in shape.blocks)
+        return (rest + experts * weight_bytes(precision, mx)) / instance.pp + edges * EMBEDDING_BYTES
+    blocks = sum(block_weight_params(b, instance) * b.count for b in shape.blocks) / instance.pp
     return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
 
 
@@ -99,12 +167,47 @@ def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: flo
     return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
 
 
+def mla_extra_kernels(block: BlockShape) -> int:
+    """Kernels MLA's absorbed decode adds over a GQA layer's: the RMSNorm of the compressed KV
+    latent, the two batched GEMMs that absorb W^UK into the query and W^UV into the output, and,
+    with a low-rank query (``q_lora_rank``), the query latent's RMSNorm and its up-projection GEMM
+    (DeepSeek-V2 arXiv:2405.04434 §2.1.2-2.1.3; vLLM ``MLACommonImpl`` / SGLang
+    ``DeepseekV2AttentionMLA.forward_absorb`` launch these one by one)."""
+    layer = block.layer
+    if not layer.is_mla:
+        return 0
+    return 3 + (2 if layer.q_lora_rank else 0)
+
+
+def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
+    """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a
+    decode layer (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
+    ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM
+    ``fp8_quantize_1x128`` before ``fp8_block_scaling_gemm``, and the fused MoE quantises both of
+    its GEMMs' inputs. One per attention projection input (MLA: the fused q/kv down-projection, the
+    query up-projection, the output projection; GQA: QKV and output), two for a dense MLP, two for
+    the routed experts and two for a shared expert the engine runs in series."""
+    if not hw.fp8_block_scaled:
+        return 0
+    layer = block.layer
+    attention = 3 if layer.is_mla else 2
+    if not layer.is_moe:
+        return attention + 2
+    shared = 2 if layer.shared_expert_ffn_hidden_size and hw.engine.shared_expert_kernels else 0
+    return attention + 2 + shared
+
+
 def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
-    plus the MoE kernels); an engine that fuses the residual add and RMSNorm into the all-reduce
-    drops the two add-and-norm kernels when the layer has TP all-reduces."""
-    engine = hw.engine
-    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if block.layer.is_moe else 0)
+    plus the MoE and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's
+    activation quantisers, :func:`activation_quant_kernels`); an engine that
+    fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
+    the layer has TP all-reduces."""
+    engine, layer = hw.engine, block.layer
+    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
+    kernels += activation_quant_kernels(hw, block)
+    if layer.is_moe and layer.shared_expert_ffn_hidden_size:
+        kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
         kernels -= 2
     return kernels
@@ -155,9 +258,10 @@ def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: fl
     touched = busiest_rank_experts(block, instance, batch)
     each = block.expert_params_each / (instance.tp // instance.ep)
     nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
-    flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched)
-    seconds = gemm_time(hw.cluster, flops, gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
-    return nbytes, seconds
+    flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched, hw.engine.trtllm_moe_tiles)
+    seconds = gemm_time(hw.cluster, flops, expert_gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
+    rows = batch * block.layer.moe_top_k / instance.ep / touched if touched > 0 else 0.0
+    return nbytes, max(seconds, dequant_seconds(hw, precision, touched * each, rows))
 
 
 def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, context: float,
@@ -169,16 +273,19 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     attention core reads only the window of a sliding-window layer, MLA's latent cache with its
     absorbed decode width (:func:`costmodel.serving.shape.decode_core_width`)."""
     gpu, eff = hw.cluster.gpu, hw.efficiency
-    bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.decode_memory
-    weights = block_weight_params(block, instance, 0.0) * weight_bytes(precision, mx_storage(hw, precision))
+    bandwidth = hbm_rate(hw, eff.decode_memory)
+    dense_fmt = dense_precision(hw, precision)
+    weights = non_expert_bytes(block, instance, precision, mx_storage(hw, precision), hw.fp4_experts_only, hw.fp4_moe_only)
     gemm = dense_gemm_flops(block, batch / instance.tp)
     ridge = eff.roofline_sharpness
-    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_time(hw.cluster, gemm, gemm_speedup(hw, precision)) / eff.prefill_compute, ridge)
+    gemm_seconds = gemm_time(hw.cluster, gemm, gemm_speedup(hw, dense_fmt)) / eff.prefill_compute
+    gemm_seconds = max(gemm_seconds, dequant_seconds(hw, dense_fmt, block_weight_params(block, instance, 0.0), batch))
+    dense = StepParts.kernel(stream_seconds(weights, DENSE_WEIGHT_GEMMS, bandwidth), gemm_seconds, ridge)
     seqs = batch / instance.tp if instance.attention_dp else batch
     kept = min(context, block.window) if block.window else context
     kv = seqs * kept * block_kv_bytes_per_token(block, instance, kv_element_bytes)
     core = 2.0 * batch * kept * decode_core_width(block) / instance.tp
-    kv_bandwidth = gpu.hbm_bandwidth_gbps * 1e9 * eff.kv_memory
+    kv_bandwidth = hbm_rate(hw, eff.kv_memory)
     attention = StepParts.kernel(stream_seconds(kv, 1, kv_bandwidth), core / (gpu.peak_bf16_tflops * 1e12 * hw.cluster.efficiency.attention), ridge)
     if instance.attention_dp:  # attention-DP ranks hold unequal requests; the slowest sets the step
         attention = attention.scaled(eff.moe_imbalance)
@@ -187,6 +294,8 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
         parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
+        routed = routed_row_bytes(block, instance, batch)
+        parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
     overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
@@ -194,7 +303,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
 def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:
     """Seconds of the output head (bf16, vocabulary split over tp) for ``tokens`` tokens."""
     flops = 2.0 * tokens * shape.hidden_size * shape.vocab_size / instance.tp
-    stream = shape.head_params / instance.tp * EMBEDDING_BYTES / (hw.cluster.gpu.hbm_bandwidth_gbps * 1e9 * hw.efficiency.decode_memory)
+    stream = shape.head_params / instance.tp * EMBEDDING_BYTES / hbm_rate(hw, hw.efficiency.decode_memory)
     return max(gemm_time(hw.cluster, flops) / hw.efficiency.prefill_compute, stream)
 
 
@@ -225,15 +334,23 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
                  precision: WeightPrecision) -> float:
     """Seconds for one instance to prefill ``tokens`` prompt tokens of prompts ``prompt`` tokens long
     (all pp stages in turn: the latency of one chunk). Causal attention: queries see prompt/2 keys on
-    average (``costmodel.flops`` convention)."""
+    average (``costmodel.flops`` convention). An MoE block waits for its busiest expert-parallel rank
+    (``ServingEfficiency.moe_imbalance``) only where experts are split over ranks (ep > 1): with
+    ep = 1 every GPU holds a 1/tp slice of every expert and computes the same share of every
+    token's experts, so no rank waits for another."""
     eff, speed = hw.efficiency, gemm_speedup(hw, precision)
     total = 0.0
     per_gpu = tokens / instance.tp
     for block in shape.blocks:
         gemm, core = block_forward_flops(block, per_gpu, prompt / 2.0)
-        compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
+        if hw.fp4_experts_only and precision == "fp4":  # bf16 dense part, experts at their own rate
+            dense = dense_gemm_flops(block, per_gpu)
+            compute = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
+        else:
+            compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
         compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
-        slowest = eff.moe_imbalance if block.layer.is_moe else 1.0
+        compute += routed_row_bytes(block, instance, tokens) / hbm_rate(hw, eff.decode_memory)
+        slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
         total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
     if instance.pp > 1:

@@ -21,9 +21,11 @@ ASSUMPTIONS = (
     "continuous batching in steady state: each request costs one prefill and osl decode steps (Little's law)",
     "decode context = isl + osl/2 tokens on average; causal prefill attends to isl/2 keys on average",
     "embedding and output head in bf16; the blocks' linear layers at the weight precision",
-    "fp4 on a GPU without FP4 tensor cores is weight-only MXFP4 (bf16 GEMMs)",
+    "fp4 on a GPU without FP4 tensor cores is weight-only MXFP4 (bf16 GEMMs); on AMD CDNA3 the vector ALUs "
+    "upcast each weight tile per 32-row block of the batch; gpt-oss's fp4 is its MXFP4 experts alone (attention bf16), "
+    "their GEMMs at the engine's activation format; DeepSeek's fp4 is NVFP4 on the MoE layers' experts alone",
     "TP all-reduce as the engine runs it: vLLM / SGLang one-shot or two-shot custom kernels by size, "
-    "TensorRT-LLM the fastest of one-shot, two-shot, NVLS and the NCCL ring",
+    "TensorRT-LLM one-shot, two-shot or NCCL as its tuned lookup table picks",
 )
 
 

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults
+from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults, on_gpu
 from costmodel.serving.shape import ModelShape, model_shape
 from costmodel.serving.specs import Instance, ServingEfficiency, kv_bytes
 from costmodel.serving.step import Hardware
@@ -71,9 +71,12 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         raise InputError(*problems)
     spec = resolve_model_arg(model)
     spec_cluster = resolve_cluster_arg(cluster)
-    from profiles.serving import low_precision_rates
+    from profiles.serving import fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
 
     rates = low_precision_rates(spec_cluster.gpu)
+    if engine == "trtllm" and rates.platform != "cuda":
+        problems.append(f"TensorRT-LLM runs on NVIDIA GPUs only; {spec_cluster.gpu.name} is a {rates.platform} GPU: "
+                        "use --engine vllm or sglang")
     if precision == "fp8" and spec_cluster.gpu.peak_fp8_tflops is None:
         problems.append(f"{spec_cluster.gpu.name} has no FP8 tensor cores; use --precision bf16")
     if precision == "fp4" and rates.peak_fp4_tflops is None and spec_cluster.gpu.peak_fp8_tflops is None:
@@ -84,7 +87,12 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         problems.append(str(err))
     if problems:
         raise InputError(*problems)
-    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=DEFAULTS[engine])
+    blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
+    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks))
+    hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=kernels,
+                  fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
+                  fp4_moe_only=precision == "fp4" and fp4_moe_only(spec.name),
+                  fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
                    engine=DEFAULTS[engine], isl=isl, osl=osl, precision=precision, kv_dtype=kv)
 

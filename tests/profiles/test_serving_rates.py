@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from profiles import load_cluster, load_gpu
-from profiles.serving import low_precision_rates, low_precision_sources
+from profiles.serving import fp4_experts_only, fp4_moe_only, low_precision_rates, low_precision_sources
 
 
 @pytest.mark.parametrize(("gpu", "fp4", "mx"), [("b200", 9000, False), ("gb200", 10000, False), ("gb300", 15000, False),
@@ -25,3 +25,22 @@ def test_hopper_has_no_fp4() -> None:
 def test_new_cluster_presets_load() -> None:
     assert load_cluster("gb300-nvl72").gpu.hbm_gib > 280
     assert load_cluster("mi355x-8").intra_node_bandwidth_gbps == pytest.approx(7 * 153.6 / 2)
+
+
+@pytest.mark.parametrize("gpu", ["mi300x", "mi325x"])
+def test_cdna3_has_no_fp4_cores_runs_rocm_and_streams_below_nvidia(gpu: str) -> None:
+    """CDNA3 has no FP4 MFMA: FP4 weights are upcast in the ALUs at a cited rate; its HBM stream
+    ceiling (81 %, Ambati et al. 2025) lies below the fractions fitted on NVIDIA runs."""
+    rates = low_precision_rates(load_gpu(gpu))
+    assert rates.peak_fp4_tflops is None and rates.platform == "rocm"
+    assert rates.fp4_dequant_weights_per_s and rates.hbm_stream_fraction == pytest.approx(0.81)
+    sources = low_precision_sources(load_gpu(gpu))
+    assert "#970" in sources["fp4_dequant_weights_per_s"] and "Ambati" in sources["hbm_stream_fraction"]
+    assert low_precision_rates(load_gpu("h100-sxm")).platform == "cuda"
+
+
+def test_checkpoint_scopes_are_cited() -> None:
+    """DeepSeek's NVFP4 checkpoint quantises the MoE layers alone, gpt-oss's MXFP4 the routed experts."""
+    assert fp4_moe_only("deepseek-r1") and fp4_moe_only("deepseek-v3") and not fp4_moe_only("gpt-oss-120b")
+    assert fp4_experts_only("gpt-oss-120b") and not fp4_experts_only("deepseek-r1")
+    assert not fp4_moe_only("llama3.1-70b")

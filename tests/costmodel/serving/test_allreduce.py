@@ -7,7 +7,6 @@ import pytest
 from costmodel.serving.allreduce import (
     algorithms,
     choose,
-    has_nvls,
     kernel_floor_us,
     nccl_ring,
     one_shot,
@@ -29,12 +28,11 @@ def test_one_shot_reads_every_peers_buffer() -> None:
 
 def test_custom_kernels_beat_the_ring_for_a_decode_sized_message() -> None:
     """32 tokens x 8192 x 2 B = 512 KiB: the ring pays 2(n − 1) hops (NCCL tuning.cc latencies), the
-    custom kernels two or three barriers; NVLS (TensorRT-LLM MultiShot) is the fastest."""
+    custom kernels two or three barriers."""
     size = 32 * 8192 * 2
     ring = nccl_ring(H200, 8, size)
     assert two_shot(H200, 8, size) < ring and two_shot(H200, 8, size) < 20e-6
-    name, seconds = choose(H200, "trtllm", 8, size)
-    assert name == "nvls" and seconds < 0.6 * ring
+    assert one_shot(H200, 8, size) < ring
 
 
 def test_vllm_switches_from_one_shot_to_two_shot_at_its_thresholds() -> None:
@@ -45,12 +43,19 @@ def test_vllm_switches_from_one_shot_to_two_shot_at_its_thresholds() -> None:
     assert choose(H200, "vllm", 8, 16 * 2**20)[0] == "ring"
 
 
-def test_trtllm_runs_the_fastest_it_has_and_nvls_only_behind_nvswitch() -> None:
-    name, seconds = choose(H200, "trtllm", 8, 512 * KIB)
-    assert seconds == min(algorithms(H200, "trtllm", 8, 512 * KIB).values())
-    assert has_nvls(H200) and "nvls" in algorithms(H200, "trtllm", 8, 64 * 2**20)
-    mi300x = resolve_cluster_arg("mi300x-8")
-    assert not has_nvls(mi300x) and "nvls" not in algorithms(mi300x, "trtllm", 8, 64 * 2**20)
+def test_trtllm_follows_its_lookup_table() -> None:
+    """customAllReduceUtils.h: on 8 Hopper GPUs 32 x 8192 runs one-shot and 64 x 8192 NCCL; on 8
+    Blackwell GPUs 128 x 8192 one-shot, 256 x 8192 two-shot, 512 x 8192 NCCL; never NVLS."""
+    b200 = resolve_cluster_arg("dgx-b200")
+    assert choose(H200, "trtllm", 8, 32 * 8192 * 2)[0] == "one-shot"
+    assert choose(H200, "trtllm", 8, 64 * 8192 * 2)[0] == "ring"
+    assert choose(b200, "trtllm", 8, 128 * 8192 * 2)[0] == "one-shot"
+    assert choose(b200, "trtllm", 8, 256 * 8192 * 2)[0] == "two-shot"
+    assert choose(b200, "trtllm", 8, 512 * 8192 * 2)[0] == "ring"
+    assert choose(H200, "trtllm", 2, 256 * 8192 * 2)[0] == "one-shot"
+    assert choose(H200, "trtllm", 6, 300 * 8192 * 2)[0] == "two-shot"  # the TP 4 row
+    assert all(set(algorithms(cluster, "trtllm", n, 2**20)) <= {"one-shot", "two-shot", "ring"}
+               for cluster in (H200, b200) for n in (2, 4, 8))
 
 
 def test_latency_dominates_small_messages_and_bandwidth_large_ones() -> None:

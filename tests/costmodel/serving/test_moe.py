@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.serving.moe import GROUPED_GEMM_TILE_ROWS, busiest_rank_experts, experts_touched, padded_expert_rows
+from costmodel.serving.moe import (
+    GROUPED_GEMM_TILE_ROWS,
+    TRTLLM_TILE_ROWS,
+    busiest_rank_experts,
+    expected_max_normal,
+    experts_touched,
+    padded_expert_rows,
+    routed_row_bytes,
+)
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance
 from planner.intake.arguments import resolve_model_arg
@@ -36,3 +44,33 @@ def test_a_few_tokens_per_expert_cost_a_whole_tile() -> None:
     assert padded_expert_rows(GPT_OSS, inst, 4, touched) == pytest.approx(touched * GROUPED_GEMM_TILE_ROWS)
     big = experts_touched(GPT_OSS, 8192)
     assert padded_expert_rows(GPT_OSS, inst, 8192, big) == pytest.approx(8192 * 4, rel=0.05)
+
+
+def test_expected_maximum_of_normals_matches_harters_tables() -> None:
+    """Harter (Biometrika 1961): the largest of 2, 4, 8 standard normals averages 0.564, 1.029, 1.424."""
+    for n, exact in ((2, 0.564), (4, 1.029), (8, 1.424)):
+        assert expected_max_normal(n) == pytest.approx(exact, abs=0.03)
+    assert expected_max_normal(1) == 0.0
+
+
+def test_routed_rows_cross_hbm_at_full_width_on_every_gpu() -> None:
+    """tokens x k rows of hidden elements per GPU, 5 bytes each, whatever the experts' TP split; EP
+    divides the rows over its ranks; dense blocks route nothing."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = shape.blocks[-1]
+    rows = 100 * moe.layer.moe_top_k * moe.layer.hidden_size * 5.0
+    assert routed_row_bytes(moe, Instance(tp=8), 100) == pytest.approx(rows)
+    assert routed_row_bytes(moe, Instance(tp=1), 100) == pytest.approx(rows)
+    assert routed_row_bytes(moe, Instance(tp=8, ep=8), 100) == pytest.approx(rows / 8)
+    assert routed_row_bytes(shape.blocks[0], Instance(tp=8), 100) == 0.0
+
+
+def test_trtllm_gen_tiles_follow_the_tokens_per_expert() -> None:
+    """calculate_tile_tokens_dim: next power of two of the tokens per expert within [8, 64]."""
+    inst = Instance(tp=1)
+    touched = experts_touched(GPT_OSS, 4)  # 16 tokens over about 16 experts: one token each
+    assert padded_expert_rows(GPT_OSS, inst, 4, touched, trtllm_tiles=True) == pytest.approx(touched * TRTLLM_TILE_ROWS[0])
+    touched = experts_touched(GPT_OSS, 640)  # 20 tokens per expert: a 32-row tile
+    assert padded_expert_rows(GPT_OSS, inst, 640, touched, trtllm_tiles=True) == pytest.approx(touched * 32)
+    touched = experts_touched(GPT_OSS, 8192)  # 256 per expert: 64-row tiles, no padding
+    assert padded_expert_rows(GPT_OSS, inst, 8192, touched, trtllm_tiles=True) == pytest.approx(8192 * 4, rel=0.01)

@@ -11,17 +11,28 @@ from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
-from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
+from costmodel.serving.specs import NVFP4_BYTES_PER_PARAM, Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
+    DEQUANT_TILE_ROWS,
     Hardware,
+    activation_quant_kernels,
+    block_weight_params,
     decode_block_parts,
     decode_step_parts,
+    dense_precision,
+    dequant_seconds,
+    expert_gemm_speedup,
     gemm_speedup,
     layer_kernels,
+    mla_extra_kernels,
     mx_storage,
+    non_expert_bytes,
     prefill_time,
+    weights_bytes_per_gpu,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+from profiles import load_gpu
+from profiles.serving import fp4_experts_only, fp8_block_scaled, low_precision_rates
 
 H100 = Hardware(resolve_cluster_arg("dgx-h100"), LowPrecisionRates(), ServingEfficiency())
 LLAMA70B = model_shape(resolve_model_arg("llama3.1-70b"))
@@ -112,3 +123,94 @@ def test_mla_decodes_in_the_absorbed_latent_form() -> None:
 def test_weight_only_fp4_on_hopper_streams_mxfp4_and_computes_in_bf16() -> None:
     assert mx_storage(H100, "fp4") and not mx_storage(H100, "fp8")
     assert gemm_speedup(H100, "fp4") == 1.0
+
+
+def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
+    """gfx942 has no FP4 MFMA: vLLM's triton matmul_ogs upcasts every FP4 weight tile once per
+    32-row block of the batch (ROCm/triton #970); NVIDIA GPUs stream FP4 at its stored width."""
+
+    mi325x = Hardware(resolve_cluster_arg("mi325x-8"), low_precision_rates(load_gpu("mi325x")), ServingEfficiency())
+    b200 = Hardware(resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200")), ServingEfficiency())
+    one = dequant_seconds(mi325x, "fp4", 75.5e6, 1)
+    assert one == pytest.approx(75.5e6 / 3.03e12)
+    assert dequant_seconds(mi325x, "fp4", 75.5e6, DEQUANT_TILE_ROWS + 1) == pytest.approx(2 * one)
+    assert dequant_seconds(mi325x, "fp8", 75.5e6, 1) == 0.0 and dequant_seconds(b200, "fp4", 75.5e6, 1) == 0.0
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    slow = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "fp4", 1.0)
+    fast = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "bf16", 1.0)
+    assert slow.compute > fast.compute
+
+
+def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
+    """DeepSeek-R1's MLA adds the latent norms, the query up-projection and the two absorbed batched
+    GEMMs (5 kernels); its shared expert adds 3 under vLLM and none under TensorRT-LLM (aux stream)."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    assert mla_extra_kernels(moe) == 5 and mla_extra_kernels(LLAMA70B.blocks[0]) == 0
+    vllm = DEFAULTS["vllm"]
+    assert layer_kernels(H100, moe, Instance(tp=1)) == vllm.kernels_per_layer + vllm.moe_extra_kernels + 5 + 3
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"])
+    assert layer_kernels(trt, moe, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels + 5
+
+
+def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
+    """gpt-oss's checkpoint quantises only its experts (MXFP4, weight-only): the rest of each block
+    stays bf16, and on Blackwell the expert GEMMs run at the engine's activation format (TensorRT-LLM
+    MXFP8, vLLM bf16), never at the FP4 rate."""
+    assert fp4_experts_only("gpt-oss-120b") and not fp4_experts_only("llama3.3-70b")
+    cluster, rates = resolve_cluster_arg("dgx-b200"), low_precision_rates(load_gpu("b200"))
+    nvfp4 = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["trtllm"])
+    oss = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["trtllm"], fp4_experts_only=True)
+    oss_vllm = Hardware(cluster, rates, ServingEfficiency(), DEFAULTS["vllm"], fp4_experts_only=True)
+    assert dense_precision(oss, "fp4") == "bf16" and dense_precision(nvfp4, "fp4") == "fp4"
+    assert expert_gemm_speedup(oss, "fp4") == pytest.approx(gemm_speedup(oss, "fp8"))
+    assert expert_gemm_speedup(oss_vllm, "fp4") == 1.0
+    assert expert_gemm_speedup(nvfp4, "fp4") == pytest.approx(gemm_speedup(nvfp4, "fp4"))
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    whole = weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True, experts_only=True)
+    assert whole > weights_bytes_per_gpu(shape, Instance(tp=4), "fp4", True)
+
+
+def test_block_fp8_quantises_each_gemm_input_with_a_kernel_of_its_own() -> None:
+    """DeepSeek-R1's FP8 checkpoint is block-scaled with dynamic 1 x 128 activation groups: an MoE
+    layer quantises the inputs of its three MLA projections, two routed-expert GEMMs and (vLLM, in
+    series) two shared-expert GEMMs; TensorRT-LLM overlaps the shared expert; other checkpoints none."""
+    assert fp8_block_scaled("deepseek-r1") and not fp8_block_scaled("llama3.3-70b")
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    dense = next(b for b in shape.blocks if not b.layer.is_moe)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp8_block_scaled=True)
+    assert activation_quant_kernels(vllm, moe) == 7 and activation_quant_kernels(trt, moe) == 5
+    assert activation_quant_kernels(vllm, dense) == 5 and activation_quant_kernels(H100, moe) == 0
+    assert layer_kernels(vllm, moe, Instance(tp=1)) - layer_kernels(H100, moe, Instance(tp=1)) == 7
+
+
+def test_moe_prefill_waits_for_a_busiest_rank_only_under_expert_parallelism() -> None:
+    """With ep = 1 every GPU computes a 1/tp slice of every expert, so the busiest-rank factor
+    (``moe_imbalance``) leaves prefill alone; with ep > 1 it stretches the MoE blocks."""
+    shape = model_shape(resolve_model_arg("qwen3-235b-a22b"))
+    skewed = Hardware(H100.cluster, LowPrecisionRates(), ServingEfficiency(moe_imbalance=3.0))
+    for ep, same in ((1, True), (4, False)):
+        plain = prefill_time(H100, shape, Instance(tp=4, ep=ep), 8192, 8192, "fp8")
+        slow = prefill_time(skewed, shape, Instance(tp=4, ep=ep), 8192, 8192, "fp8")
+        assert (slow == pytest.approx(plain)) is same
+        assert slow >= plain
+
+
+def test_moe_only_fp4_keeps_attention_and_dense_layers_bf16() -> None:
+    """NVIDIA's DeepSeek-R1 FP4 checkpoint: NVFP4 on the MoE layers' experts (routed and shared),
+    attention and the three dense layers bf16, so its weights sit between all-FP4 and all-bf16."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    inst = Instance(tp=8)
+    dense_block, moe_block = shape.blocks[0], shape.blocks[-1]
+    assert not dense_block.layer.is_moe and moe_block.layer.is_moe
+    whole_dense = block_weight_params(dense_block, inst, 0.0)
+    assert non_expert_bytes(dense_block, inst, "fp4", moe_only=True) == pytest.approx(whole_dense * 2.0)
+    shared = moe_block.dense_params / inst.tp
+    attention = block_weight_params(moe_block, inst, 0.0) - shared
+    assert non_expert_bytes(moe_block, inst, "fp4", moe_only=True) == pytest.approx(
+        attention * 2.0 + shared * NVFP4_BYTES_PER_PARAM)
+    fp4 = weights_bytes_per_gpu(shape, inst, "fp4")
+    mixed = weights_bytes_per_gpu(shape, inst, "fp4", moe_only=True)
+    assert fp4 < mixed < weights_bytes_per_gpu(shape, inst, "fp8")

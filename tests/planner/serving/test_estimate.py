@@ -71,3 +71,11 @@ def test_a_sequence_longer_than_the_kv_cache_does_not_fit() -> None:
     result = planner.serve_estimate(**{**BASE, "isl": 5_000_000}, tp=4)
     assert not result.fits and result.max_concurrency == 0 and result.output_tokens_per_s == 0
     assert "cannot hold one sequence of 5001000 tokens" in result.assumptions[0]
+
+
+def test_tensorrt_llm_is_refused_on_amd_gpus() -> None:
+    """TensorRT-LLM is built for CUDA only; an AMD cluster names the engines that run there."""
+    with pytest.raises(InputError, match="NVIDIA GPUs only"):
+        planner.serve_estimate(model="llama3.1-8b", cluster="mi325x-8", gpus=8, isl=128, osl=128, tp=1, engine="trtllm")
+    est = planner.serve_estimate(model="llama3.1-8b", cluster="mi325x-8", gpus=8, isl=128, osl=128, tp=1, engine="vllm")
+    assert est.output_tokens_per_s_per_gpu > 0

@@ -1,0 +1,20 @@
+"""Engine defaults per GPU: the Blackwell MoE path of vLLM (mxfp4.py backend) and SGLang (server_args.py)."""
+
+from __future__ import annotations
+
+from costmodel.serving.engines import DEFAULTS, on_gpu
+
+
+def test_moe_models_on_blackwell_run_tensorrt_llm_kernels() -> None:
+    """On SM100 an MoE model runs TensorRT-LLM's fused MoE under vLLM and SGLang, and SGLang also fuses
+    the all-reduce with the add and norm."""
+    sglang = DEFAULTS["sglang"]
+    blackwell = on_gpu(sglang, blackwell=True, moe_model=True)
+    assert blackwell.fused_allreduce_norm and not sglang.fused_allreduce_norm
+    assert blackwell.moe_extra_kernels == DEFAULTS["trtllm"].moe_extra_kernels < sglang.moe_extra_kernels
+    assert on_gpu(sglang, blackwell=False, moe_model=True) == sglang
+    assert on_gpu(sglang, blackwell=True, moe_model=False) == sglang
+    vllm = on_gpu(DEFAULTS["vllm"], blackwell=True, moe_model=True)
+    assert vllm.moe_extra_kernels == DEFAULTS["trtllm"].moe_extra_kernels and not vllm.fused_allreduce_norm
+    assert vllm.trtllm_moe_tiles and blackwell.trtllm_moe_tiles and not DEFAULTS["vllm"].trtllm_moe_tiles
+
