@@ -7,7 +7,8 @@ best homogeneous alternatives"), each planned by the homogeneous search (``searc
   last node, ``profiles.one_cluster``): the straggler-blind plan (the best uniform plan of the
   GPUs that are up, as a planner that ignores speeds finds it, laid out replica after replica in GPU
   order with equal shares and priced on the degraded cluster by ``search.hetero.price.Pricing``, so
-  every replica waits for its slowest GPU), and the same search on the healthy nodes only.
+  every replica waits for its slowest GPU), and the same search on the healthy nodes only (on the
+  GPUs at full speed where no whole node is).
 
 Every search takes the constraints the heterogeneous plan was given (a fixed TP degree, pipeline
 depth, micro-batch or ZeRO stage), so that each compares the same job. The straggler-blind search
@@ -64,7 +65,7 @@ def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch
         out.append(_searched("all-as-slowest", f"all {alive} GPUs as {s.cluster.name}", model, s, alive, *job))
     elif any(_degraded(g) for g in groups):  # one type: one group, or whole nodes and a partial last node
         out.append(straggler_blind(model, cluster, *job))
-        healthy = sum(len(healthy_local_nodes(g)) * g.cluster.gpus_per_node for g in groups)
+        healthy = sum(len(healthy_local_nodes(g)) * g.cluster.gpus_per_node for g in groups) or _full_speed_gpus(groups)
         out.append(_searched("healthy-only", f"healthy {healthy} GPUs only", model, _widest(groups), healthy, *job))
     return out
 
@@ -103,6 +104,13 @@ def healthy_local_nodes(group: ClusterGroup) -> list[int]:
     """The group's nodes (group-local indices) that are up with every GPU at full speed."""
     gpn = group.cluster.gpus_per_node
     return [n for n in group.alive_nodes() if all(group.speed(n * gpn + i) == 1.0 for i in range(gpn))]
+
+
+def _full_speed_gpus(groups: tuple[ClusterGroup, ...]) -> int:
+    """GPUs that are up at full speed: the healthy-only baseline where no whole node is healthy (a
+    cluster of one node, or part of one, with a slow GPU), as a partial node the plain command plans on."""
+    return sum(g.speed(n * g.cluster.gpus_per_node + i) == 1.0
+               for g in groups for n in g.alive_nodes() for i in range(g.cluster.gpus_per_node))
 
 
 def _widest(groups: tuple[ClusterGroup, ...]) -> ClusterGroup:

@@ -63,3 +63,11 @@ def test_the_uniform_layout_takes_the_gpus_in_order_with_equal_shares() -> None:
 
 def test_a_homogeneous_cluster_has_no_baseline() -> None:
     assert homogeneous_baselines(tiny_model(), _one_group(8), BATCH, SEQ, 10.0) == []
+
+
+def test_without_a_healthy_node_the_healthy_only_plan_takes_the_full_speed_gpus() -> None:
+    cluster = degrade(_one_group(4), "3=0.5", None)  # one node of four, its last GPU slow
+    assert healthy_local_nodes(cluster.groups[0]) == []
+    got = {b.name: b for b in homogeneous_baselines(tiny_model(), cluster, BATCH, SEQ)}
+    assert got["healthy-only"].gpus == 3 and got["healthy-only"].step_time_s is not None
+    assert got["healthy-only"].label == "healthy 3 GPUs only"
