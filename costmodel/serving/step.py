@@ -179,7 +179,19 @@ def mla_extra_kernels(block: BlockShape) -> int:
     return 3 + (2 if layer.q_lora_rank else 0)
 
 
-def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
+def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance) -> bool:
+    """A shared expert launches kernels of its own beside the routed experts: the engine runs it in
+    series (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which
+    it does only for a shared expert as wide as a routed one at ep 1
+    (``EngineDefaults.fuses_shared_expert``)."""
+    layer, engine = block.layer, hw.engine
+    if not (layer.is_moe and layer.shared_expert_ffn_hidden_size and engine.shared_expert_kernels):
+        return False
+    folded = engine.fuses_shared_expert and instance.ep == 1 and layer.shared_expert_ffn_hidden_size == layer.ffn_hidden_size
+    return not folded
+
+
+def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a
     decode layer (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
     ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM
@@ -193,7 +205,7 @@ def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
     attention = 3 if layer.is_mla else 2
     if not layer.is_moe:
         return attention + 2
-    shared = 2 if layer.shared_expert_ffn_hidden_size and hw.engine.shared_expert_kernels else 0
+    shared = 2 if shared_expert_in_series(hw, block, instance) else 0
     return attention + 2 + shared
 
 
@@ -205,8 +217,8 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     the layer has TP all-reduces."""
     engine, layer = hw.engine, block.layer
     kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
-    kernels += activation_quant_kernels(hw, block)
-    if layer.is_moe and layer.shared_expert_ffn_hidden_size:
+    kernels += activation_quant_kernels(hw, block, instance)
+    if shared_expert_in_series(hw, block, instance):
         kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
         kernels -= 2

@@ -28,6 +28,7 @@ from costmodel.serving.step import (
     mx_storage,
     non_expert_bytes,
     prefill_time,
+    shared_expert_in_series,
     weights_bytes_per_gpu,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
@@ -153,6 +154,20 @@ def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
     assert layer_kernels(trt, moe, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels + 5
 
 
+def test_sglang_folds_deepseeks_shared_expert_into_the_fused_moe_only_at_ep_1() -> None:
+    """SGLang runs DeepSeek-R1's one shared expert (as wide as a routed one) as one more expert of
+    the fused MoE at ep 1: no shared-expert GEMMs or FP8 quantisers of its own; under expert
+    parallelism it runs them in series as vLLM does."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    sgl = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["sglang"], fp8_block_scaled=True)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
+    assert shared_expert_in_series(vllm, moe, Instance(tp=8)) and not shared_expert_in_series(sgl, moe, Instance(tp=8))
+    assert shared_expert_in_series(sgl, moe, Instance(tp=8, ep=8))
+    folded, series = layer_kernels(sgl, moe, Instance(tp=8)), layer_kernels(sgl, moe, Instance(tp=8, ep=8))
+    assert series - folded == DEFAULTS["sglang"].shared_expert_kernels + 2
+
+
 def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
     """gpt-oss's checkpoint quantises only its experts (MXFP4, weight-only): the rest of each block
     stays bf16, and on Blackwell the expert GEMMs run at the engine's activation format (TensorRT-LLM
@@ -181,8 +196,9 @@ def test_block_fp8_quantises_each_gemm_input_with_a_kernel_of_its_own() -> None:
     dense = next(b for b in shape.blocks if not b.layer.is_moe)
     vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
     trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp8_block_scaled=True)
-    assert activation_quant_kernels(vllm, moe) == 7 and activation_quant_kernels(trt, moe) == 5
-    assert activation_quant_kernels(vllm, dense) == 5 and activation_quant_kernels(H100, moe) == 0
+    one = Instance(tp=1)
+    assert activation_quant_kernels(vllm, moe, one) == 7 and activation_quant_kernels(trt, moe, one) == 5
+    assert activation_quant_kernels(vllm, dense, one) == 5 and activation_quant_kernels(H100, moe, one) == 0
     assert layer_kernels(vllm, moe, Instance(tp=1)) - layer_kernels(H100, moe, Instance(tp=1)) == 7
 
 
