@@ -23,11 +23,13 @@ from costmodel.serving.step import (
     dequant_seconds,
     expert_gemm_speedup,
     gemm_speedup,
+    hbm_rate,
     layer_kernels,
     mla_extra_kernels,
     mx_storage,
     non_expert_bytes,
     prefill_time,
+    prefill_weight_bytes,
     shared_expert_in_series,
     weights_bytes_per_gpu,
 )
@@ -230,3 +232,17 @@ def test_moe_only_fp4_keeps_attention_and_dense_layers_bf16() -> None:
     fp4 = weights_bytes_per_gpu(shape, inst, "fp4")
     mixed = weights_bytes_per_gpu(shape, inst, "fp4", moe_only=True)
     assert fp4 < mixed < weights_bytes_per_gpu(shape, inst, "fp8")
+
+
+def test_a_short_prefill_chunk_through_a_large_moe_takes_at_least_its_weight_stream() -> None:
+    """128 prompt tokens pick nearly every one of DeepSeek-R1's 256 experts (8 each), so the chunk's
+    GEMMs read almost all expert weights on each GPU: the prefill lasts at least that stream, far
+    more than its FLOPs alone; one token reads only its 8 experts."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    inst = Instance(tp=8)
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    every = moe.layer.num_experts * moe.expert_params_each / inst.tp
+    assert prefill_weight_bytes(H100, moe, inst, 128, "fp8") > 0.9 * every
+    assert prefill_weight_bytes(H100, moe, inst, 1, "fp8") < prefill_weight_bytes(H100, moe, inst, 128, "fp8") / 10
+    stream = sum(prefill_weight_bytes(H100, b, inst, 128, "fp8") * b.count for b in shape.blocks)
+    assert prefill_time(H100, shape, inst, 128, 128, "fp8") >= stream / hbm_rate(H100, H100.efficiency.decode_memory)
