@@ -46,7 +46,8 @@ class EngineDefaults:
     kernel, as one more expert every token picks, when the experts are not split over ranks (ep 1):
     its gate-up GEMM, activation and down GEMM (and their FP8 input quantisers) are no separate
     kernels (SGLang ``DeepseekV2ForCausalLM.determine_num_fused_shared_experts``, on by default for
-    DeepSeek-V3 / R1's one shared expert, off under expert parallelism; sgl-project/sglang PR 4918)."""
+    DeepSeek-V3 / R1's one shared expert, off under expert parallelism; sgl-project/sglang PR 4918),
+    in its own fused MoE only (``costmodel.serving.step.shared_expert_in_series``)."""
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""

@@ -183,11 +183,16 @@ def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance)
     """A shared expert launches kernels of its own beside the routed experts: the engine runs it in
     series (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which
     it does only for a shared expert as wide as a routed one at ep 1
-    (``EngineDefaults.fuses_shared_expert``)."""
+    (``EngineDefaults.fuses_shared_expert``), and not through TensorRT-LLM's fused MoE
+    (``EngineDefaults.trtllm_moe_tiles``), which routes inside the kernel from the router logits of
+    the routed experts alone (FlashInfer ``trtllm_fp4_block_scale_moe`` / ``trtllm_fp8_block_scale_moe``
+    take ``routing_logits`` and the DeepSeek-V3 grouped top-k), leaving no slot for an always-on
+    expert."""
     layer, engine = block.layer, hw.engine
     if not (layer.is_moe and layer.shared_expert_ffn_hidden_size and engine.shared_expert_kernels):
         return False
-    folded = engine.fuses_shared_expert and instance.ep == 1 and layer.shared_expert_ffn_hidden_size == layer.ffn_hidden_size
+    same_width = layer.shared_expert_ffn_hidden_size == layer.ffn_hidden_size
+    folded = engine.fuses_shared_expert and not engine.trtllm_moe_tiles and instance.ep == 1 and same_width
     return not folded
 
 

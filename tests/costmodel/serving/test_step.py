@@ -8,7 +8,7 @@ from costmodel.comm import all_to_all, place_group, send_recv
 from costmodel.kernels import gemm_time
 from costmodel.serving.allreduce import kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
-from costmodel.serving.engines import DEFAULTS
+from costmodel.serving.engines import DEFAULTS, on_gpu
 from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
 from costmodel.serving.specs import NVFP4_BYTES_PER_PARAM, Instance, LowPrecisionRates, ServingEfficiency
@@ -159,7 +159,8 @@ def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
 def test_sglang_folds_deepseeks_shared_expert_into_the_fused_moe_only_at_ep_1() -> None:
     """SGLang runs DeepSeek-R1's one shared expert (as wide as a routed one) as one more expert of
     the fused MoE at ep 1: no shared-expert GEMMs or FP8 quantisers of its own; under expert
-    parallelism it runs them in series as vLLM does."""
+    parallelism, or through TensorRT-LLM's fused MoE on Blackwell, it runs them in series as vLLM
+    does."""
     shape = model_shape(resolve_model_arg("deepseek-r1"))
     moe = next(b for b in shape.blocks if b.layer.is_moe)
     sgl = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["sglang"], fp8_block_scaled=True)
@@ -168,6 +169,10 @@ def test_sglang_folds_deepseeks_shared_expert_into_the_fused_moe_only_at_ep_1() 
     assert shared_expert_in_series(sgl, moe, Instance(tp=8, ep=8))
     folded, series = layer_kernels(sgl, moe, Instance(tp=8)), layer_kernels(sgl, moe, Instance(tp=8, ep=8))
     assert series - folded == DEFAULTS["sglang"].shared_expert_kernels + 2
+    b200 = resolve_cluster_arg("dgx-b200")
+    blackwell = Hardware(b200, low_precision_rates(load_gpu("b200")), ServingEfficiency(),
+                         on_gpu(DEFAULTS["sglang"], blackwell=True, moe_model=True))
+    assert shared_expert_in_series(blackwell, moe, Instance(tp=8))  # TensorRT-LLM's fused MoE routes in-kernel
 
 
 def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
