@@ -41,6 +41,13 @@ class EngineDefaults:
     shared_expert_kernels: int = 3
     """Kernels a shared expert adds in series beside the routed experts (gate-up GEMM, activation,
     down GEMM); 0 where the engine runs the shared expert on a second stream, overlapped."""
+    fuses_shared_expert: bool = False
+    """The engine folds a shared expert as wide as a routed one into the routed experts' fused MoE
+    kernel, as one more expert every token picks, when the experts are not split over ranks (ep 1):
+    its gate-up GEMM, activation and down GEMM (and their FP8 input quantisers) are no separate
+    kernels (SGLang ``DeepseekV2ForCausalLM.determine_num_fused_shared_experts``, on by default for
+    DeepSeek-V3 / R1's one shared expert, off under expert parallelism; sgl-project/sglang PR 4918),
+    in its own fused MoE only (``costmodel.serving.step.shared_expert_in_series``)."""
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
@@ -83,7 +90,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
         kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
-        blackwell_moe_allreduce_fusion=True,
+        blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
                       "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "

@@ -179,7 +179,24 @@ def mla_extra_kernels(block: BlockShape) -> int:
     return 3 + (2 if layer.q_lora_rank else 0)
 
 
-def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
+def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance) -> bool:
+    """A shared expert launches kernels of its own beside the routed experts: the engine runs it in
+    series (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which
+    it does only for a shared expert as wide as a routed one at ep 1
+    (``EngineDefaults.fuses_shared_expert``), and not through TensorRT-LLM's fused MoE
+    (``EngineDefaults.trtllm_moe_tiles``), which routes inside the kernel from the router logits of
+    the routed experts alone (FlashInfer ``trtllm_fp4_block_scale_moe`` / ``trtllm_fp8_block_scale_moe``
+    take ``routing_logits`` and the DeepSeek-V3 grouped top-k), leaving no slot for an always-on
+    expert."""
+    layer, engine = block.layer, hw.engine
+    if not (layer.is_moe and layer.shared_expert_ffn_hidden_size and engine.shared_expert_kernels):
+        return False
+    same_width = layer.shared_expert_ffn_hidden_size == layer.ffn_hidden_size
+    folded = engine.fuses_shared_expert and not engine.trtllm_moe_tiles and instance.ep == 1 and same_width
+    return not folded
+
+
+def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a
     decode layer (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
     ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM
@@ -193,7 +210,7 @@ def activation_quant_kernels(hw: Hardware, block: BlockShape) -> int:
     attention = 3 if layer.is_mla else 2
     if not layer.is_moe:
         return attention + 2
-    shared = 2 if layer.shared_expert_ffn_hidden_size and hw.engine.shared_expert_kernels else 0
+    shared = 2 if shared_expert_in_series(hw, block, instance) else 0
     return attention + 2 + shared
 
 
@@ -205,8 +222,8 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
     the layer has TP all-reduces."""
     engine, layer = hw.engine, block.layer
     kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
-    kernels += activation_quant_kernels(hw, block)
-    if layer.is_moe and layer.shared_expert_ffn_hidden_size:
+    kernels += activation_quant_kernels(hw, block, instance)
+    if shared_expert_in_series(hw, block, instance):
         kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
         kernels -= 2
@@ -337,22 +354,39 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
     average (``costmodel.flops`` convention). An MoE block waits for its busiest expert-parallel rank
     (``ServingEfficiency.moe_imbalance``) only where experts are split over ranks (ep > 1): with
     ep = 1 every GPU holds a 1/tp slice of every expert and computes the same share of every
-    token's experts, so no rank waits for another."""
+    token's experts, so no rank waits for another. A block's GEMMs take at least the time to stream
+    the weights the chunk touches (:func:`prefill_weight_bytes`; roofline, Williams et al. CACM
+    2009): a short chunk through a large MoE reads every expert for a few rows each."""
     eff, speed = hw.efficiency, gemm_speedup(hw, precision)
     total = 0.0
     per_gpu = tokens / instance.tp
+    bandwidth = hbm_rate(hw, eff.decode_memory)
     for block in shape.blocks:
         gemm, core = block_forward_flops(block, per_gpu, prompt / 2.0)
         if hw.fp4_experts_only and precision == "fp4":  # bf16 dense part, experts at their own rate
             dense = dense_gemm_flops(block, per_gpu)
-            compute = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
+            gemms = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
         else:
-            compute = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
-        compute += attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
-        compute += routed_row_bytes(block, instance, tokens) / hbm_rate(hw, eff.decode_memory)
+            gemms = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
+        rest = attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
+        rest += routed_row_bytes(block, instance, tokens) / bandwidth
         slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
-        total += block.count * slowest * (compute + _block_comm(hw, block, instance, tokens))
+        gemms = max(slowest * gemms, prefill_weight_bytes(hw, block, instance, tokens, precision) / bandwidth)
+        total += block.count * (gemms + slowest * (rest + _block_comm(hw, block, instance, tokens)))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
     if instance.pp > 1:
         total += (instance.pp - 1) * pp_hand_off(hw.cluster, tokens, shape.hidden_size)
     return total
+
+
+def prefill_weight_bytes(hw: Hardware, block: BlockShape, instance: Instance, tokens: float,
+                         precision: WeightPrecision) -> float:
+    """Weight bytes one block's GEMMs read on the busiest GPU for a prefill chunk of ``tokens``
+    tokens: the non-expert weights and the routed experts some token of the chunk picked
+    (:func:`costmodel.serving.moe.busiest_rank_experts`), each read once for the whole chunk."""
+    mx = mx_storage(hw, precision)
+    weights = non_expert_bytes(block, instance, precision, mx, hw.fp4_experts_only, hw.fp4_moe_only)
+    if block.layer.is_moe:
+        each = block.expert_params_each / (instance.tp // instance.ep)
+        weights += busiest_rank_experts(block, instance, tokens) * each * weight_bytes(precision, mx)
+    return weights

@@ -8,7 +8,7 @@ from costmodel.comm import all_to_all, place_group, send_recv
 from costmodel.kernels import gemm_time
 from costmodel.serving.allreduce import kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
-from costmodel.serving.engines import DEFAULTS
+from costmodel.serving.engines import DEFAULTS, on_gpu
 from costmodel.serving.hbm import stream_seconds
 from costmodel.serving.shape import block_forward_flops, decode_core_width, model_shape
 from costmodel.serving.specs import NVFP4_BYTES_PER_PARAM, Instance, LowPrecisionRates, ServingEfficiency
@@ -23,11 +23,14 @@ from costmodel.serving.step import (
     dequant_seconds,
     expert_gemm_speedup,
     gemm_speedup,
+    hbm_rate,
     layer_kernels,
     mla_extra_kernels,
     mx_storage,
     non_expert_bytes,
     prefill_time,
+    prefill_weight_bytes,
+    shared_expert_in_series,
     weights_bytes_per_gpu,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
@@ -153,6 +156,25 @@ def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
     assert layer_kernels(trt, moe, Instance(tp=1)) == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels + 5
 
 
+def test_sglang_folds_deepseeks_shared_expert_into_the_fused_moe_only_at_ep_1() -> None:
+    """SGLang runs DeepSeek-R1's one shared expert (as wide as a routed one) as one more expert of
+    the fused MoE at ep 1: no shared-expert GEMMs or FP8 quantisers of its own; under expert
+    parallelism, or through TensorRT-LLM's fused MoE on Blackwell, it runs them in series as vLLM
+    does."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    sgl = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["sglang"], fp8_block_scaled=True)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
+    assert shared_expert_in_series(vllm, moe, Instance(tp=8)) and not shared_expert_in_series(sgl, moe, Instance(tp=8))
+    assert shared_expert_in_series(sgl, moe, Instance(tp=8, ep=8))
+    folded, series = layer_kernels(sgl, moe, Instance(tp=8)), layer_kernels(sgl, moe, Instance(tp=8, ep=8))
+    assert series - folded == DEFAULTS["sglang"].shared_expert_kernels + 2
+    b200 = resolve_cluster_arg("dgx-b200")
+    blackwell = Hardware(b200, low_precision_rates(load_gpu("b200")), ServingEfficiency(),
+                         on_gpu(DEFAULTS["sglang"], blackwell=True, moe_model=True))
+    assert shared_expert_in_series(blackwell, moe, Instance(tp=8))  # TensorRT-LLM's fused MoE routes in-kernel
+
+
 def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
     """gpt-oss's checkpoint quantises only its experts (MXFP4, weight-only): the rest of each block
     stays bf16, and on Blackwell the expert GEMMs run at the engine's activation format (TensorRT-LLM
@@ -181,8 +203,9 @@ def test_block_fp8_quantises_each_gemm_input_with_a_kernel_of_its_own() -> None:
     dense = next(b for b in shape.blocks if not b.layer.is_moe)
     vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
     trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp8_block_scaled=True)
-    assert activation_quant_kernels(vllm, moe) == 7 and activation_quant_kernels(trt, moe) == 5
-    assert activation_quant_kernels(vllm, dense) == 5 and activation_quant_kernels(H100, moe) == 0
+    one = Instance(tp=1)
+    assert activation_quant_kernels(vllm, moe, one) == 7 and activation_quant_kernels(trt, moe, one) == 5
+    assert activation_quant_kernels(vllm, dense, one) == 5 and activation_quant_kernels(H100, moe, one) == 0
     assert layer_kernels(vllm, moe, Instance(tp=1)) - layer_kernels(H100, moe, Instance(tp=1)) == 7
 
 
@@ -214,3 +237,17 @@ def test_moe_only_fp4_keeps_attention_and_dense_layers_bf16() -> None:
     fp4 = weights_bytes_per_gpu(shape, inst, "fp4")
     mixed = weights_bytes_per_gpu(shape, inst, "fp4", moe_only=True)
     assert fp4 < mixed < weights_bytes_per_gpu(shape, inst, "fp8")
+
+
+def test_a_short_prefill_chunk_through_a_large_moe_takes_at_least_its_weight_stream() -> None:
+    """128 prompt tokens pick nearly every one of DeepSeek-R1's 256 experts (8 each), so the chunk's
+    GEMMs read almost all expert weights on each GPU: the prefill lasts at least that stream, far
+    more than its FLOPs alone; one token reads only its 8 experts."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    inst = Instance(tp=8)
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    every = moe.layer.num_experts * moe.expert_params_each / inst.tp
+    assert prefill_weight_bytes(H100, moe, inst, 128, "fp8") > 0.9 * every
+    assert prefill_weight_bytes(H100, moe, inst, 1, "fp8") < prefill_weight_bytes(H100, moe, inst, 128, "fp8") / 10
+    stream = sum(prefill_weight_bytes(H100, b, inst, 128, "fp8") * b.count for b in shape.blocks)
+    assert prefill_time(H100, shape, inst, 128, 128, "fp8") >= stream / hbm_rate(H100, H100.efficiency.decode_memory)
