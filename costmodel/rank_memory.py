@@ -116,13 +116,14 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
     acts = held + t.work_bytes
+    freed = 0.0
     if terms.grads_freed_each_step:
-        acts, grads = _peak_phase(cfg, t, flight, held, grads, end_work)
+        acts, grads, freed = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]))
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     if cfg.schedule == "gpipe":
         acts += held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
     allocated = {
-        "params": d[0] + e[0],
+        "params": d[0] + e[0] - freed,
         "grads": grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
@@ -131,7 +132,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
         "allocator_slack": FRAGMENTATION * acts,
-        "allocator_cache": max(0.0, d[1] + e[1] - grads),
+        "allocator_cache": max(0.0, d[1] + e[1] - grads) + freed,
         "allocator_loss_block": stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0,
     }
     return allocated, gpu_only
@@ -154,7 +155,8 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
       torchtitan's published reserved peaks for Llama 3.1 8B on 8 and 128 GPUs
       (``planner/reference/published_runs.csv``) differ by 15.4 GiB where the model states differ by
       10.5 GiB, and by 14.0 GiB with the sharded gradients [assumption: the freed gradient blocks are
-      not reused by the activations].
+      not reused by the activations]; so do the gathered bf16 parameters freed before a peak at the
+      end of a backward (:func:`_backward_end_bytes`), which the forward held all at once.
     - ``allocator_loss_block``: the freed bf16 logits' block an eager loss's fp32 backward buffers
       cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``).
     """
@@ -176,8 +178,31 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     return 0.0, 6 * table_elems
 
 
-def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0) -> tuple[float, float]:
-    """(activations, gradients) bytes at the peak of a rank whose gradients are set to None every
+def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float]:
+    """(retained, freed) bytes at the end of a backward where FSDP2 runs HSDP without pipelining
+    (``EngineTerms.hsdp_backward_end``), beside the gradients and out of the parameters:
+
+    - retained: each unit's fp32 reduce output, kept until the backward ends when it is added into
+      gradients an earlier micro-batch left, as many bytes as the sharded gradients. Measured with
+      torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
+      102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
+      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
+      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
+
+    Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
+    more shards) the end of the backward holds less than priced without them, and is left so (an
+    over-estimate of that phase; pricing it would let the peak phase change with the micro-batch at a
+    fixed count of micro-batches, ``tests/costmodel/test_memory_invariants.py``)."""
+    if not terms.hsdp_backward_end or cfg.num_microbatches == 1:
+        return 0.0, 0.0
+    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
+    return (sharded_grads, freed) if sharded_grads > freed else (0.0, 0.0)
+
+
+def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
+                backward_end: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, float]:
+    """(activations, gradients, parameters freed) bytes at the peak of a rank whose gradients are set to None every
     step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -199,12 +224,16 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     step (no gradients during the forward) the peak can be B, where the activations are freed, while
     two micro-batches of half the size peak at A, the second forward beside the first's gradients
     (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB of activations, micro-batch 2
-    at B with 11.5). What A holds, the in-flight activations and the transient, grows."""
+    at B with 11.5). What A holds, the in-flight activations and the transient, grows.
+
+    B also holds ``backward_end``'s retained reduce outputs beside the gradients, and no longer its
+    freed gathered parameters (:func:`_backward_end_bytes`; retained >= freed)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = (held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
+    start = (held + t.work_bytes, grads if runs_more else 0.0, 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
     last = max(t.work_bytes, end_work, t.largest_layer_act_bytes)
-    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads)  # one chunk-micro-batch done
-    return start if sum(start) >= sum(end) else end
+    retained, freed = backward_end
+    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + retained, freed)  # one chunk-micro-batch done
+    return start if start[0] + start[1] >= end[0] + end[1] - freed else end
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
