@@ -183,7 +183,8 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
     (``EngineTerms.hsdp_backward_end``), beside the gradients and out of the parameters:
 
     - retained: each unit's fp32 reduce output, kept until the backward ends when it is added into
-      gradients an earlier micro-batch left, as many bytes as the sharded gradients. Measured with
+      gradients an earlier micro-batch left, as many bytes as the sharded gradients but the running
+      unit's (priced as the largest layer, whose transient the phase holds). Measured with
       torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
       102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
     - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
@@ -196,8 +197,10 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
     fixed count of micro-batches, ``tests/costmodel/test_memory_invariants.py``)."""
     if not terms.hsdp_backward_end or cfg.num_microbatches == 1:
         return 0.0, 0.0
+    own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
+    retained = sharded_grads - own
     freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
-    return (sharded_grads, freed) if sharded_grads > freed else (0.0, 0.0)
+    return (retained, freed) if retained > freed else (0.0, 0.0)
 
 
 def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,

@@ -128,7 +128,8 @@ def test_bloom_case_is_the_named_phase_exception() -> None:
     end_one, end_two = _forward_end("bloom-a100", one)[0], _forward_end("bloom-a100", two)[0]
     assert end_two == pytest.approx(2 * end_one, rel=0.01)
     peak_one, peak_two = (rank_parts(table, c, estimate_step(table, c).ranks.rank(0), 0)[0] for c in (one, two))
-    assert peak_one["grads"] == 2 * peak_two["grads"] and peak_two["activations"] < end_two  # gradients + reduce outputs
+    assert peak_two["grads"] < peak_one["grads"] < 2 * peak_two["grads"]  # + every unit's reduce output but the running one's
+    assert peak_two["activations"] < end_two
     assert sum(peak_two.values()) < sum(peak_one.values())
     note = planner.estimate(model="bloom-176b", cluster="dgx-a100", gpus=1, global_batch=2, seq_len=2048, micro_batch=2).assumptions
     assert any(n.startswith("memory peaks at the end of the backward pass") for n in note)
