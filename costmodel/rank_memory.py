@@ -25,6 +25,13 @@ FSDP2_PP_GATHERED_BYTES = 6
 gathered bf16 parameters (2) and the unsharded gradients accumulated across micro-batches until the
 last one reduce-scatters them, in the fp32 ``reduce_dtype`` (4) [assumption: accumulation in the
 reduce dtype]."""
+FSDP2_LOW_ZERO_UNIT_BYTES = 4
+"""Bytes per parameter of the largest FSDP2 unit under ZeRO 1-2 (``EngineTerms.fsdp2_low_zero``:
+parameters kept gathered) while it reduces its gradients: the fp32 reduce-scatter input into which
+``foreach_reduce`` copies the unit's bf16 gradients (``reduce_dtype=float32``; torch 2.13
+``_fsdp_collectives.py``), one held at a time (``reduce_scatter_max_input_buffers`` 1). Measured with
+torch's tracker on the differential sweep's GPT-2 (ZeRO 1-2 over 2-4 shards): 49.6 KiB of "Reduce
+Scatter" at the peak, 4 B times the 12,704 parameters of one block."""
 FSDP2_UNIT_BYTES = 10
 """Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
 parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
@@ -242,13 +249,16 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
-    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`),
+    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`;
+    under ZeRO 1-2 without pipelining the fp32 copy alone, :data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
     the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        zero3 = FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     if terms.fsdp_keeps_gathered:
         zero3 = FSDP2_PP_GATHERED_BYTES * t.params
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
