@@ -123,6 +123,14 @@ class EngineTerms:
     ``set_to_none=True``), so the peak is the larger of two phases (``costmodel.step``). Megatron-LM
     keeps a persistent main-gradient buffer (megatron/core/distributed/param_and_grad_buffer.py) and
     DeepSpeed its flat gradient partitions, held beside the activations the whole step."""
+    hsdp_backward_end: bool = False
+    """At the end of a backward without pipelining, FSDP2 on the runtime's 2-D (replicate, shard) mesh
+    (``planner.runtime.mesh.PlanMesh.dp_mesh``: HSDP even with one replica) has freed every unit's
+    gathered bf16 parameters but the one still running (``FSDPParamGroup.post_backward`` reshards
+    after backward), and keeps each unit's fp32 reduce output, which a micro-batch after the first
+    adds into the sharded gradients, until the backward ends (``FSDPParamGroup._all_reduce_state``,
+    cleared in ``finalize_backward``; torch 2.13 ``_fsdp_param_group.py`` / ``foreach_reduce``):
+    ``costmodel.rank_memory._peak_phase``."""
     zero1_shards_grads: bool = False
     """ZeRO 1 runs as ZeRO 2: FSDP2 has no optimizer-only sharding, it reduce-scatters gradients into
     shards whenever it shards the optimizer states (torch.distributed.fsdp ``fully_shard`` with
@@ -234,6 +242,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         sdpa_fa2=eager_memory,
         grads_freed_each_step=eager_memory,
         zero1_shards_grads=eager_memory,
+        hsdp_backward_end=native and cfg.pp == 1,
         pp_unsharded_grads=eager_memory and cfg.pp > 1,
         tp_embedding_full_grad=eager_memory,
         sp_saves_gathered_inputs=eager_memory,

@@ -5,6 +5,8 @@ backward). Split from ``costmodel.step``, which sums them per rank; every term n
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from costmodel.engines import EngineTerms, engine_terms
 from costmodel.memory import (
     GIB, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
@@ -25,6 +27,13 @@ FSDP2_PP_GATHERED_BYTES = 6
 gathered bf16 parameters (2) and the unsharded gradients accumulated across micro-batches until the
 last one reduce-scatters them, in the fp32 ``reduce_dtype`` (4) [assumption: accumulation in the
 reduce dtype]."""
+FSDP2_LOW_ZERO_UNIT_BYTES = 4
+"""Bytes per parameter of the largest FSDP2 unit under ZeRO 1-2 (``EngineTerms.fsdp2_low_zero``:
+parameters kept gathered) while it reduces its gradients: the fp32 reduce-scatter input into which
+``foreach_reduce`` copies the unit's bf16 gradients (``reduce_dtype=float32``; torch 2.13
+``_fsdp_collectives.py``), one held at a time (``reduce_scatter_max_input_buffers`` 1). Measured with
+torch's tracker on the differential sweep's GPT-2 (ZeRO 1-2 over 2-4 shards): 49.6 KiB of "Reduce
+Scatter" at the peak, 4 B times the 12,704 parameters of one block."""
 FSDP2_UNIT_BYTES = 10
 """Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
 parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
@@ -132,24 +141,22 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
-    acts, transient = held + t.work_bytes, 0.0
+    phase = Phase(held + t.work_bytes, grads)
     if terms.grads_freed_each_step:
-        whole = grads
-        acts, grads = _peak_phase(cfg, t, flight, held, grads, end_work)
-        transient = max(grads - whole, 0.0)  # the embedding's last gradient, a transient like the activations
-    acts += _gpipe_loss_bytes(table, cfg, rank, flight)
+        phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]))
+    acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
-        "params": d[0] + e[0],
-        "grads": grads,
+        "params": d[0] + e[0] - phase.freed_params,
+        "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms),
+        "buffers": _buffer_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
-        "allocator_slack": FRAGMENTATION * (acts + transient),
-        "allocator_cache": max(0.0, d[1] + e[1] - grads),
+        "allocator_slack": FRAGMENTATION * (acts + phase.embedding_grad),
+        "allocator_cache": max(0.0, d[1] + e[1] - phase.grads) + phase.freed_params,
         "allocator_loss_block": stranded_logit_bytes(table.model, tokens, cfg.tp, rank, cfg.pp) if terms.loss_strands_logits else 0.0,
     }
     return allocated, gpu_only
@@ -172,7 +179,8 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
       torchtitan's published reserved peaks for Llama 3.1 8B on 8 and 128 GPUs
       (``planner/reference/published_runs.csv``) differ by 15.4 GiB where the model states differ by
       10.5 GiB, and by 14.0 GiB with the sharded gradients [assumption: the freed gradient blocks are
-      not reused by the activations].
+      not reused by the activations]; so do the gathered bf16 parameters freed before a peak at the
+      end of a backward (:func:`_backward_end_bytes`), which the forward held all at once.
     - ``allocator_loss_block``: the freed bf16 logits' block an eager loss's fp32 backward buffers
       cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``).
     """
@@ -194,9 +202,47 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     return 0.0, 6 * table_elems
 
 
-def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0) -> tuple[float, float]:
-    """(activations, gradients) bytes at the peak of a rank whose gradients are set to None every
-    step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
+def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float]:
+    """(retained, freed) bytes at the end of a backward where FSDP2 runs HSDP without pipelining
+    (``EngineTerms.hsdp_backward_end``), beside the gradients and out of the parameters:
+
+    - retained: each unit's fp32 reduce output, kept until the backward ends when it is added into
+      gradients an earlier micro-batch left, as many bytes as the sharded gradients but the running
+      unit's (priced as the largest layer, whose transient the phase holds). Measured with
+      torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
+      102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
+      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
+      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
+
+    Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
+    more shards) the end of the backward holds less than priced without them, and is left so (an
+    over-estimate of that phase; pricing it would let the peak phase change with the micro-batch at a
+    fixed count of micro-batches, ``tests/costmodel/test_memory_invariants.py``)."""
+    if not terms.hsdp_backward_end or cfg.num_microbatches == 1:
+        return 0.0, 0.0
+    own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
+    retained = sharded_grads - own
+    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
+    return (retained, freed) if retained > freed else (0.0, 0.0)
+
+
+class Phase(NamedTuple):
+    """What a rank holds at its peak phase, in bytes, beside its sharded states."""
+
+    acts: float
+    grads: float
+    freed_params: float = 0.0
+    """Gathered parameters freed by the phase (out of the parameters, into the allocator's cache)."""
+    embedding_grad: float = 0.0
+    """The embedding's last gradient among ``grads``, a transient the allocator's slack covers."""
+    reduce_outputs: float = 0.0
+    """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
+
+
+def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
+                backward_end: tuple[float, float] = (0.0, 0.0)) -> Phase:
+    """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
     transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
@@ -213,32 +259,44 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
     recomputed block counts as ``work_bytes``: issue 35).
 
+    B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
+    freed gathered parameters (:func:`_backward_end_bytes`; retained >= freed).
+
     The transients do not meet: B counts the largest of them, the embedding's gradient (a gradient,
-    booked as one) where it is the largest. So B's activations never exceed A's, and what A holds
-    (:func:`forward_end_activation_bytes`, the activations ``estimate`` reports) grows with the
-    micro-batch. The peak's own activations need not: at one micro-batch per step (no gradients
-    during the forward) the peak can be B, where the activations are freed, while two micro-batches
-    of half the size peak at A, the second forward beside the first's gradients (BLOOM 176B on one
-    GPU, batch 2: micro-batch 1 peaks at A with 67 GiB of activations, micro-batch 2 at B with 11.5
-    of the 134 its forward's end holds)."""
+    booked as one, and returned on its own for the allocator's slack) where it is the largest. So B's
+    activations never exceed A's, and what A holds (:func:`forward_end_activation_bytes`, the
+    activations ``estimate`` reports) grows with the micro-batch. The peak's own activations need not:
+    at one micro-batch per step (no gradients during the forward) the peak can be B, where the
+    activations are freed, while two micro-batches of half the size peak at A, the second forward
+    beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
+    of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = (held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
+    start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
     last = max(t.work_bytes, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
-    end = (max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad)  # one chunk-micro-batch done
-    return start if sum(start) >= sum(end) else end
+    retained, freed = backward_end
+    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # one chunk-micro-batch done
+    return start if _held(start) >= _held(end) else end
+
+
+def _held(phase: Phase) -> float:
+    """The bytes a phase adds to the rank's sharded states."""
+    return phase.acts + phase.grads + phase.reduce_outputs - phase.freed_params
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
-    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`),
+    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`;
+    under ZeRO 1-2 without pipelining the fp32 copy alone, :data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
     the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        zero3 = FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     if terms.fsdp_keeps_gathered:
         zero3 = FSDP2_PP_GATHERED_BYTES * t.params
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0

@@ -92,7 +92,7 @@ def test_experts_take_expert_degrees() -> None:
 
 
 def test_optimum_is_the_fastest_fitting_configuration() -> None:
-    spec, hw = model(blocks=2), cluster(0.009)
+    spec, hw = model(blocks=2), cluster(0.010)  # 176 of the 948 configurations fit
     req = SearchRequest(gpus=2, global_batch=2, seq_len=256)
     result = exhaustive_search(spec, hw, req)
     table = build_cost_table(spec, hw)
