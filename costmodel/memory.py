@@ -82,7 +82,8 @@ def mlp_bytes_per_ffn_element(ffn_act: str) -> int:
     GELU's output, 2 + 2 (Korthikanti et al. 2022, Table 2's 4sbh·f/h MLP terms); SwiGLU its fused
     4f input and the 2f product, 6; ReLU saves its own output (``threshold_backward(grad, result)``,
     torch ``tools/autograd/derivatives.yaml``), which is also FC2's saved input, so one 2-byte tensor:
-    2 (measured with torch's saved-tensor hooks on the differential's traced custom block,
+    2; the squared ReLU (``relu2``) keeps that output for ``square``'s backward and the square for FC2,
+    4 (measured with torch's saved-tensor hooks on the differential's traced custom block,
     ``tests/planner/runtime/custom_model.py``: 664 bytes per token and block at h 32, f 64 in bf16,
     the GELU bookkeeping's 784 less 2f = 128 plus the two LayerNorms' 8 bytes of statistics)."""
     return {"swiglu": 6, "relu": 2}.get(ffn_act, 4)

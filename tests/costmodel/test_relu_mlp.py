@@ -64,3 +64,24 @@ def test_the_custom_block_keeps_what_its_pricing_says() -> None:
     x = torch.randn(B, S, HIDDEN, dtype=torch.bfloat16, requires_grad=True)
     norm_stats = 2 * 2 * 2 * B * S
     assert _saved_bytes(Layer().to(torch.bfloat16), x) == priced + norm_stats
+
+
+def test_squared_relu_keeps_two_tensors_and_the_trace_tells_it_from_relu(tmp_path: Path) -> None:
+    """relu(x).square() (Primer; the memory oracle's custom module): ReLU's output for ``square``'s
+    backward and the square for FC2, 4 bytes per FFN element; the trace names it ``relu2``."""
+    assert mlp_bytes_per_ffn_element("relu2") == 4
+    torch = pytest.importorskip("torch")
+    from torch import nn
+
+    class Squared(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(x).square()
+
+    h, f = 32, 64
+    x = torch.randn(B, S, h, dtype=torch.bfloat16, requires_grad=True)
+    mlp = nn.Sequential(nn.Linear(h, f), Squared(), nn.Linear(f, h)).to(torch.bfloat16)
+    assert _saved_bytes(mlp, x) == B * S * (2 * h + 4 * f)
+    from planner.intake.trace import model_from_factory
+
+    spec = model_from_factory("planner.runtime.memcheck.cases:custom_lm", seq_len=256)
+    assert {x.ffn_act for x in spec.layers if x.kind == "transformer"} == {"relu2"}
