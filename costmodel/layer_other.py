@@ -92,7 +92,10 @@ def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
 def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
     """A traced layer from its measured per-token totals: GEMM-like FLOPs (split by TP when the layer
     allows it), memory-bound bytes, stored activations; a TP-split layer pays one all-reduce of its
-    output forward and one backward (Megatron column→row pattern)."""
+    output forward and one backward (Megatron column→row pattern). Under recomputation the layer keeps
+    its output (the next layer's checkpointed input) and, under ``selective``, what the runtime's
+    op-level policy saves where the trace measured it (:func:`selective_kept_bytes`); its stored
+    activations reappear as the transient of its backward."""
     split = cfg.tp if layer.tp_mode != "none" else 1
     flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
     mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
@@ -103,9 +106,24 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     params = layer.params / split
     act = cfg.tokens * layer.activation_bytes_per_token / split
     recompute = fwd if cfg.recompute == "full" else 0.0
+    kept = selective_kept_bytes(layer, cfg.tokens, split) if cfg.recompute == "selective" else None
     if cfg.recompute == "full":
         act, work = out, act
+    elif kept is not None:
+        act, work = out + kept, act
     else:
         work = 0.0
     # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute)
+
+
+def selective_kept_bytes(layer: GenericLayer, tokens: float, split: int) -> float | None:
+    """Bytes beside its input that a generic layer keeps for backward under ``selective``
+    recomputation, for ``tokens`` tokens on one of ``split`` TP ranks: the SDPA outputs and every
+    other ``mm`` / ``addmm`` output that the runtime's op-level checkpoint policy saves
+    (``planner.runtime.recompute._op_level_policy``, torchtitan's ``_custom_policy``), as the trace
+    measured them (``GenericLayer.selective_saved_bytes_per_token``, ``planner.intake.trace.selective``);
+    None where the spec does not carry the figure (a hand-written spec: the layer then keeps its
+    stored activations, as without recomputation)."""
+    per_token = layer.selective_saved_bytes_per_token
+    return None if per_token is None else tokens * per_token / split

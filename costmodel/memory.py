@@ -51,7 +51,7 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     The generalisation of Korthikanti's bookkeeping in costmodel-notes 2.4.2: per token, replicated
     across TP unless SP: norm inputs 4h, QKV input 2h, FC1 input 2h, dropout masks 2h; split by TP:
     Q 2q, K and V 4kv, attention output 2q, MLP 4f (GELU) or 6f (SwiGLU), times top-k for MoE plus
-    the permuted tokens 2h·k. Eager attention without selective recompute adds 5·a·s per token
+    the permuted tokens 2h·k (a ReLU MLP 2f: :func:`mlp_bytes_per_ffn_element`). Eager attention without selective recompute adds 5·a·s per token
     (scores, softmax, dropout); FlashAttention stores its fp32 log-sum-exp (4·a per token). Full
     recompute stores the layer input and needs one layer's activations while it recomputes.
     Multi-head latent attention stores Q and K ``a·d_qk`` wide, V and the attention output ``a·d_v``
@@ -60,7 +60,7 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     h = layer.hidden_size
     k = max(1, layer.moe_top_k)
     repl = 4 * h + 2 * h + 2 * h + (2 * h if layer.dropout else 0) + mla_latent_bytes_per_token(layer)
-    mlp = (6 if layer.ffn_act == "swiglu" else 4) * layer.ffn_hidden_size * k
+    mlp = mlp_bytes_per_ffn_element(layer.ffn_act) * layer.ffn_hidden_size * k
     attention = 2 * layer.q_width + 2 * (layer.k_width + layer.v_width) + 2 * layer.o_width
     split = attention + (0 if layer.is_moe else mlp)
     if layer.cross_attention:
@@ -75,6 +75,18 @@ def transformer_activation_bytes(layer: TransformerLayer, cfg: LocalConfig) -> t
     if cfg.recompute == "full":
         return cfg.tokens * h * ACT_BYTES / cfg.sp_div, full
     return full, 0.0
+
+
+def mlp_bytes_per_ffn_element(ffn_act: str) -> int:
+    """Bytes an MLP keeps per token and FFN element: GELU keeps its input (FC1's output) and FC2 keeps
+    GELU's output, 2 + 2 (Korthikanti et al. 2022, Table 2's 4sbh·f/h MLP terms); SwiGLU its fused
+    4f input and the 2f product, 6; ReLU saves its own output (``threshold_backward(grad, result)``,
+    torch ``tools/autograd/derivatives.yaml``), which is also FC2's saved input, so one 2-byte tensor:
+    2; the squared ReLU (``relu2``) keeps that output for ``square``'s backward and the square for FC2,
+    4 (measured with torch's saved-tensor hooks on the differential's traced custom block,
+    ``tests/planner/runtime/custom_model.py``: 664 bytes per token and block at h 32, f 64 in bf16,
+    the GELU bookkeeping's 784 less 2f = 128 plus the two LayerNorms' 8 bytes of statistics)."""
+    return {"swiglu": 6, "relu": 2}.get(ffn_act, 4)
 
 
 def mla_latent_bytes_per_token(layer: TransformerLayer) -> int:

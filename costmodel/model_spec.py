@@ -216,11 +216,18 @@ class GenericLayer(BaseModel):
     fixed_seq_len: int = Field(default=0, ge=0)
     """As ``TransformerLayer.fixed_seq_len`` (a speech encoder's convolutions); the per-token figures
     are then per one of these positions. Left out of dumps (and digests) at 0."""
+    selective_saved_bytes_per_token: float | None = Field(default=None, ge=0)
+    """Bytes per token the runtime's op-level selective checkpoint keeps beside the layer's input:
+    the outputs of its SDPA kernels and of every other ``mm`` / ``addmm`` (``planner.runtime.recompute``,
+    torchtitan's policy), measured by the trace (``planner.intake.trace.selective``). None when not
+    measured: selective recomputation then keeps :attr:`activation_bytes_per_token`. Left out of dumps
+    (and digests) when None."""
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        return {k: v for k, v in data.items() if k != "fixed_seq_len" or v}
+        unset = {"fixed_seq_len": 0, "selective_saved_bytes_per_token": None}
+        return {k: v for k, v in data.items() if k not in unset or v != unset[k]}
 
 
 Layer = Annotated[

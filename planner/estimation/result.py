@@ -149,8 +149,21 @@ def _phase_note(step: StepEstimate) -> list[str]:
     shown = step.memory_breakdown_gib["activations"]
     if held - shown < max(0.01, 0.01 * held):  # the two figures as printed, to 0.01 GiB and 1 %
         return []
+    if _update_peaks(step, rank):
+        return [f"memory peaks in the optimizer update (foreach AdamW's temporary beside the fp32 parameters, gradients "
+                f"and Adam states; costmodel.optimizer_step), activations freed: {held:.2f} GiB at the end of the forward"]
     return [f"memory peaks at the end of the backward pass (gradients whole, activations freed): {shown:.2f} GiB of "
             f"activations there, {held:.2f} GiB at the end of the forward"]
+
+
+def _update_peaks(step: StepEstimate, rank: int) -> bool:
+    """Whether the rank's peak is the optimizer update (``costmodel.optimizer_step``)."""
+    from costmodel.optimizer_step import optimizer_step_bytes
+    from costmodel.rank_memory import engine_terms_memo
+
+    update = optimizer_step_bytes(step.config, step.ranks.rank(rank), engine_terms_memo(step.table, step.config))
+    parts = step.memory_breakdown_gib  # its buffers hold the GPU-only terms too
+    return update is not None and all(abs(v / 2**30 - parts[k]) < 1e-9 for k, v in update.items() if k != "buffers")
 
 
 def _peak_rank(step: StepEstimate) -> int:

@@ -136,13 +136,15 @@ def test_bloom_case_is_monotone() -> None:
     """issue 35's case: ``estimate --model bloom-176b --gpus 1 --global-batch 2 --seq-len 2048``. The
     activations ``estimate`` reports (the most the GPU holds, the end of its forwards) double from
     micro-batch 1 to 2. The peak's own activations need not: at micro-batch 2 the step has one
-    micro-batch and peaks at the end of its backward, the activations freed."""
+    micro-batch and peaks after its forward (the end of its backward), the activations freed, and
+    says so; at micro-batch 1 the peak holds at most the activations reported."""
     one, two = (planner.estimate(model="bloom-176b", cluster="dgx-a100", gpus=1, global_batch=2, seq_len=2048, micro_batch=mb)
                 for mb in (1, 2))
     a, b = one.memory_breakdown_gib, two.memory_breakdown_gib
     assert b.activations == pytest.approx(2 * a.activations, rel=0.01)
     assert b.activations_at_peak < b.activations and a.activations_at_peak <= a.activations
-    assert any(n.startswith("memory peaks at the end of the backward pass") for n in two.assumptions)
+    assert any(n.startswith(("memory peaks at the end of the backward pass", "memory peaks in the optimizer update"))
+               for n in two.assumptions)
 
 
 def test_estimated_activations_grow_with_the_micro_batch_at_a_fixed_global_batch() -> None:

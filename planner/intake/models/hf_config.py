@@ -114,6 +114,8 @@ def _ffn_act(raw: dict[str, Any], family: Family) -> FfnAct:
     act = raw.get("hidden_act") or raw.get("activation_function") or family.act_default
     if act == "gelu_new":
         return "gelu_tanh"
+    if act == "relu2":  # transformers' ReLUSquaredActivation (ACT2FN["relu2"])
+        return "relu2"
     return "relu" if "relu" in str(act) else "gelu"
 
 

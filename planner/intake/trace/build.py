@@ -41,6 +41,7 @@ from planner.intake.trace.notes import OPAQUE_FLOPS_PER_PARAM, pattern as _patte
 from planner.intake.trace.recognize import recognize_block
 from planner.intake.trace.record import Instance, OpRecord
 from planner.intake.trace.run import RawTrace
+from planner.intake.trace.selective import selective_saved_bytes
 from planner.intake.trace.stubs import OPAQUE
 from planner.intake.trace.types import LayerTrace
 from planner.intake.trace.units import UnitMap, is_table, linear_dims, norm_kind
@@ -390,6 +391,7 @@ def _generic(b: _Builder, slot: Slot, n: int, slots: list[Slot], lin: float, att
         fwd_mem_bytes_per_token=mem / tokens, activation_bytes_per_token=saved / tokens,
         output_bytes_per_token=out / tokens, tp_mode=slot.tp_mode,
         sparse_lookup=unit.kind == "tables" or is_table(b.module(inst)),
+        selective_saved_bytes_per_token=sum(selective_saved_bytes(b.ops(b.insts[k])) for k in slot.insts) / tokens,
     )
 
 

@@ -374,14 +374,17 @@ def recognize_block(module: nn.Module, path: str, ops: list[OpRecord], *, name: 
 
 
 def _ffn_act(ops: list, gated: bool) -> str:
-    """The MLP activation the block's traced ops show: ``swiglu`` when gated; ``relu``; ``gelu_tanh``
+    """The MLP activation the block's traced ops show: ``swiglu`` when gated; ``relu`` (``relu2``
+    squared: the op after the ReLU is a ``pow``); ``gelu_tanh``
     where the tanh GELU runs op by op (a ``tanh`` beside a ``pow``: transformers'
     ``NewGELUActivation``, GPT-2's ``gelu_new``); else ``gelu`` (one kernel)."""
     if gated:
         return "swiglu"
     names = [op.op for op in ops]
-    if any(n.endswith(("relu", "relu_")) for n in names):
-        return "relu"
+    relu = [i for i, n in enumerate(names) if n.endswith(("relu", "relu_"))]
+    if relu:
+        after = [op.op for op in ops[relu[0] + 1:] if op.kind != "view"][:1]
+        return "relu2" if after and after[0].endswith("pow") else "relu"  # torch.square runs as aten.pow
     if any(n.endswith("tanh") for n in names) and any(n.endswith("pow") for n in names):
         return "gelu_tanh"
     return "gelu"

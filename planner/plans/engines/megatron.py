@@ -135,7 +135,7 @@ def _model_args(plan: Plan, model: ModelSpec, notes: list[str]) -> list[str]:
         args.append("--swiglu")
     elif b.ffn_act == "gelu_tanh":
         args.append("--openai-gelu")
-    elif b.ffn_act == "relu":
+    elif b.ffn_act in ("relu", "relu2"):
         notes.append("the MLP uses ReLU; Megatron-LM's default is GeLU: set the activation yourself")
     args += ["--normalization", "RMSNorm" if b.norm == "rmsnorm" else "LayerNorm"]
     if not model.tied_embeddings:

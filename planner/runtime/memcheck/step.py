@@ -20,7 +20,7 @@ The step is what the plan's schedule makes this rank do, in the order that sets 
   runs them for FSDP2 (no gradient reduction, parameters kept gathered: torch/distributed/pipelining/
   stage.py), and every chunk's last micro-batch then runs forward and backward with reduction.
 
-AdamW (``foreach=True``, PyTorch's default on CUDA) has its states created before the tracked step
+AdamW (``fused=True``, as ``planner.runtime.apply`` runs it on CUDA) has its states created before the tracked step
 (one untracked update from zero gradients), so the tracked step holds them as step 2 onwards does.
 The tracker is ``torch.distributed._tools.fsdp2_mem_tracker.FSDPMemTracker``: every tensor storage
 created or freed on this rank is counted by its role (sharded / unsharded parameters and gradients,
@@ -255,7 +255,7 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
     last_chunk = len(plan.stages) - 1
     params = [p for stage in build.stages for p in stage.parameters()]
     with fake_mode:
-        opt = torch.optim.AdamW(params, lr=1e-3, foreach=True)
+        opt = torch.optim.AdamW(params, lr=1e-3, fused=True)
         for p in params:
             p.grad = torch.zeros_like(p)
         opt.step()

@@ -309,3 +309,11 @@ def test_mixtral_num_experts_alias(tmp_path: Path) -> None:
     assert "lacks 'num_local_experts' (or its alias 'num_experts')" in message
     spec = load_hf_config(write(tmp_path, {**config, "num_experts": 8}))
     assert count_params(spec) == 46_702_792_704
+
+
+def test_relu_and_squared_relu_are_told_apart(tmp_path: Path) -> None:
+    """``hidden_act: relu2`` is transformers' ReLUSquaredActivation (4 bytes per FFN element kept),
+    ``relu`` one tensor (2): ``costmodel.memory.mlp_bytes_per_ffn_element``."""
+    for act in ("relu", "relu2"):
+        config = {**GPT2_SMALL, "activation_function": act}
+        assert blocks(load_hf_config(write(tmp_path, config, f"{act}.json")))[0].ffn_act == act
