@@ -12,7 +12,8 @@ error fails the plan; its figures are kept). Prints plans run / equal /
 refused-with-rule / failed, and each failure's exact replay command (the models are written to
 ``--folder``, kept). Exit 1 when a plan failed.
 
-Run: ``python bench/differential.py [--plans 300] [--seed 0] [--folder DIR]``.
+Run: ``python bench/differential.py [--plans 300] [--seed 0] [--folder DIR] [--memory-only]`` (``--memory-only``:
+the check-memory phase alone, on every drawn plan, in about 2 s a plan).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--plans", type=int, default=300, help="random plans to draw (default 300)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
     parser.add_argument("--folder", help="where the models and results go (default: a new temporary folder)")
+    parser.add_argument("--memory-only", action="store_true",
+                        help="check-memory on every drawn plan without training them (the memory phase alone)")
     args = parser.parse_args(argv)
     folder = Path(args.folder or tempfile.mkdtemp(prefix="meshplan-differential-"))
     (folder / "out").mkdir(parents=True, exist_ok=True)
@@ -47,6 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     start = time.perf_counter()
     drawn = reproductions(models) + draws(args.seed, args.plans, models)
     drew = time.perf_counter() - start
+    if args.memory_only:
+        return _memory_only(drawn, check_memories, spread_lines, start)
     outcomes = run_draws(drawn, references([d.model for d in drawn if d.plan_json]), folder / "out")
     ran = time.perf_counter()
     outcomes = check_memories(outcomes)
@@ -69,6 +74,24 @@ def main(argv: list[str] | None = None) -> int:
         if o.verdict == "failed":
             print(f"FAILED {o.draw.name}: {o.detail}\n  replay: {o.replay(str(folder))}")
     return 1 if counts["failed"] else 0
+
+
+def _memory_only(drawn: list, check_memories, spread_lines, start: float) -> int:
+    """The check-memory phase alone: every drawn plan measured, none trained; the error spread of all
+    plans and of the planner-chosen ones (``meshplan plan`` draws). Exit 1 when check-memory failed."""
+    from differential import Outcome
+
+    outcomes = check_memories([Outcome(d, "drawn") for d in drawn if d.plan_json])
+    failed = [o for o in outcomes if o.verdict == "failed"]
+    checked = [o for o in outcomes if o.memory]
+    print(f"check-memory only: {len(outcomes)} plans, figures for {len(checked)}, failed {len(failed)}, {time.perf_counter() - start:.0f} s")
+    for title, group in (("every plan", checked), ("planner-chosen plans", [o for o in checked if o.draw.origin == "plan"])):
+        print(f"{title} ({len(group)}): error (predicted / measured - 1) by rank kind:")
+        for line in spread_lines(_checked(group)):
+            print("  " + line)
+    for o in failed:
+        print(f"FAILED {o.draw.name}: {o.detail}")
+    return 1 if failed else 0
 
 
 def _checked(outcomes: list) -> list:

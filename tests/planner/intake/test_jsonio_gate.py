@@ -37,9 +37,9 @@ ALLOWED: dict[tuple[str, str, str], str] = {
     ("profiles/loader.py", "_packaged_text", "resources.files(__package__).joinpath(filename).read_text"):
         "package data shipped inside the wheel (importlib.resources), not a user's file",
     ("profiles/loader.py", "_packaged_section", "json.loads"): "parses the packaged gpus.json / clusters.json text",
-    ("profiles/serving.py", "_table", "resources.files(__package__).joinpath(SERVING_FILE).read_text"):
+    ("profiles/serving.py", "_file", "resources.files(__package__).joinpath(SERVING_FILE).read_text"):
         "package data shipped inside the wheel (importlib.resources), not a user's file",
-    ("profiles/serving.py", "_table", "json.loads"): "parses the packaged serving.json text",
+    ("profiles/serving.py", "_file", "json.loads"): "parses the packaged serving.json text",
 }
 """(file, enclosing function, call) -> why it does not read a user's path."""
 
