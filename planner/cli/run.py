@@ -228,7 +228,9 @@ def _on_group(call: Callable[[], Any]) -> Any:
     from planner.errors import InputError
 
     try:
-        return call()
+        result = call()
+        dist.barrier()  # no rank tears the group down while a peer's last collective or send is in flight
+        return result
     except InputError:
         if dist.get_rank() != 0:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stderr.fileno())
