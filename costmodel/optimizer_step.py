@@ -1,6 +1,8 @@
-"""The optimizer step as a phase of a rank's memory: where activations are small beside the model
-states (a short sequence, few micro-batches in flight, full recomputation), the step's peak is the
-AdamW update, not the forward or the backward.
+"""What a rank holds during the AdamW update, the step's last memory phase. Under the fused update
+the runtime runs it is never the peak: the end of a backward (``costmodel.rank_memory._peak_phase``)
+holds the same fp32 parameters, gradients and Adam states plus what the backward still holds
+(``tests/costmodel/test_optimizer_step.py`` checks this over seeded configurations), so the cost model
+prices no separate phase for it.
 
 The native runtime (``planner.runtime.apply.default_optimizer``) runs ``torch.optim.AdamW`` fused
 on CUDA (``torch._fused_adamw_``, torch 2.13: one kernel updates parameters, m and v in place, no

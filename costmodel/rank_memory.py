@@ -11,7 +11,6 @@ from costmodel.engines import EngineTerms, engine_terms
 from costmodel.memory import (
     GIB, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
 )
-from costmodel.optimizer_step import optimizer_step_bytes
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, ParallelConfig
@@ -154,9 +153,6 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "activations": acts,
         "buffers": _buffer_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
-    step = optimizer_step_bytes(cfg, t, terms)  # the AdamW update as the peak phase (costmodel.optimizer_step)
-    if step is not None and sum(step.values()) > sum(allocated.values()):
-        allocated = step
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
         "allocator_slack": FRAGMENTATION * (acts + phase.embedding_grad),

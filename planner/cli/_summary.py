@@ -113,27 +113,15 @@ def _memory_table(result: dict[str, Any]) -> Any:
     peak = result["peak_memory_gib"]
     rank = result.get("memory_breakdown_rank", 0)
     table = _table(f"memory per GPU (largest stage: pipeline rank {rank})", ("part", "GiB", "share of peak"))
-    for label, gib, share in memory_rows(result["memory_breakdown_gib"]):
+    from planner.estimation.result import memory_part_rows
+
+    for label, gib, share in memory_part_rows(result["memory_breakdown_gib"], _MEMORY_ROWS):
         table.add_row(label, f"{gib:.2f}", _share(gib, peak) if share else "")
     table.add_row("peak", f"{peak:.2f}", "")
     headroom = result.get("memory_headroom_gib", 0.0)
     table.add_row("headroom (kept free)", f"{headroom:.2f}", "")
     table.add_row("capacity - headroom", f"{result['memory_capacity_gib']:.2f}", memory_verdict(result))
     return table
-
-
-def memory_rows(parts: dict[str, float]) -> list[tuple[str, float, bool]]:
-    """(label, GiB, part of the peak) rows of a memory breakdown (``MemoryBreakdown``): one activations
-    row where the peak holds the most activations of the step, else the most (the end of the
-    forwards, not part of the peak's sum) and what the peak holds (the end of a backward)."""
-    rows = []
-    for key, label in _MEMORY_ROWS:
-        at_peak = parts.get("activations_at_peak", parts[key]) if key == "activations" else parts[key]
-        if key == "activations" and parts[key] - at_peak >= 0.005:
-            rows.append(("activations (most held)", parts[key], False))
-            label = "activations at the peak"
-        rows.append((label, at_peak, True))
-    return rows
 
 
 def _table(title: str, headers: tuple[str, ...]) -> Any:

@@ -139,6 +139,20 @@ def _memory_breakdown(step: StepEstimate) -> MemoryBreakdown:
     return MemoryBreakdown(**{**parts, "activations": largest, "activations_at_peak": parts["activations"]})
 
 
+def memory_part_rows(parts: dict[str, float], labels: tuple[tuple[str, str], ...]) -> list[tuple[str, float, bool]]:
+    """(label, GiB, part of the peak) rows of a :class:`MemoryBreakdown` dump, one per ``(key, label)``
+    of ``labels``: one activations row where the peak holds the most activations of the step, else
+    two, the most held (the end of the forwards, not part of the peak's sum) and what the peak holds."""
+    rows = []
+    for key, label in labels:
+        at_peak = parts.get("activations_at_peak", parts[key]) if key == "activations" else parts[key]
+        if parts[key] - at_peak >= 0.005:
+            rows.append((f"{label} (most held)", parts[key], False))
+            label = f"{label} at the peak"
+        rows.append((label, at_peak, True))
+    return rows
+
+
 def _phase_note(step: StepEstimate) -> list[str]:
     """A line when the peak rank peaks at the end of its backward, its activations mostly freed
     (``costmodel.rank_memory._peak_phase``): the activations its forwards hold, for comparison."""
@@ -149,21 +163,8 @@ def _phase_note(step: StepEstimate) -> list[str]:
     shown = step.memory_breakdown_gib["activations"]
     if held - shown < max(0.01, 0.01 * held):  # the two figures as printed, to 0.01 GiB and 1 %
         return []
-    if _update_peaks(step, rank):
-        return [f"memory peaks in the optimizer update (foreach AdamW's temporary beside the fp32 parameters, gradients "
-                f"and Adam states; costmodel.optimizer_step), activations freed: {held:.2f} GiB at the end of the forward"]
     return [f"memory peaks at the end of the backward pass (gradients whole, activations freed): {shown:.2f} GiB of "
             f"activations there, {held:.2f} GiB at the end of the forward"]
-
-
-def _update_peaks(step: StepEstimate, rank: int) -> bool:
-    """Whether the rank's peak is the optimizer update (``costmodel.optimizer_step``)."""
-    from costmodel.optimizer_step import optimizer_step_bytes
-    from costmodel.rank_memory import engine_terms_memo
-
-    update = optimizer_step_bytes(step.config, step.ranks.rank(rank), engine_terms_memo(step.table, step.config))
-    parts = step.memory_breakdown_gib  # its buffers hold the GPU-only terms too
-    return update is not None and all(abs(v / 2**30 - parts[k]) < 1e-9 for k, v in update.items() if k != "buffers")
 
 
 def _peak_rank(step: StepEstimate) -> int:

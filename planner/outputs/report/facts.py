@@ -12,6 +12,7 @@ from typing import Any
 
 import planner.outputs.report.fmt as fmt
 from planner.outputs.report.layout import placements
+from planner.estimation.result import memory_part_rows
 from planner.plans.schema import Plan
 
 MEMORY_TIGHT = 0.90
@@ -216,23 +217,10 @@ def memory_rows(plan: Plan) -> list[list[str]]:
     e = plan.estimate
     gpu = e.memory_capacity_gib + e.memory_headroom_gib
     mb = e.memory_breakdown_gib.model_dump()
-    rows = [[label, fmt.gib(gib), fmt.percent(gib / gpu) if share else "-"] for label, gib, share in _part_rows(mb)]
+    rows = [[label, fmt.gib(gib), fmt.percent(gib / gpu) if share else "-"] for label, gib, share in memory_part_rows(mb, MEMORY_PARTS)]
     rows.append(["total (peak)", fmt.gib(e.peak_memory_gib), fmt.percent(e.peak_memory_gib / gpu)])
     rows.append(["headroom (kept free: allocator reserve)", fmt.gib(e.memory_headroom_gib), fmt.percent(e.memory_headroom_gib / gpu)])
     rows.append(["free (margin)", fmt.gib(e.memory_capacity_gib - e.peak_memory_gib), fmt.percent((e.memory_capacity_gib - e.peak_memory_gib) / gpu)])
-    return rows
-
-
-def _part_rows(mb: dict[str, float]) -> list[tuple[str, float, bool]]:
-    """(label, GiB, part of the peak): the parts at the peak, and the most activations held in the
-    step (the end of the forwards) on a row of their own where the peak holds fewer."""
-    rows = []
-    for key, label in MEMORY_PARTS:
-        if key == "activations" and mb[key] - mb["activations_at_peak"] >= 0.005:
-            rows.append(("activations, most held (end of forward)", mb[key], False))
-            rows.append(("activations at the peak (end of backward)", mb["activations_at_peak"], True))
-        else:
-            rows.append((label, mb["activations_at_peak"] if key == "activations" else mb[key], True))
     return rows
 
 
