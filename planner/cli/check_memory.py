@@ -71,12 +71,28 @@ def run(args: argparse.Namespace) -> int:
     for row in result.ranks:
         print(f"\npipeline rank {row.pp_rank} ({row.ranks_of_kind} of this kind, layers "
               f"{', '.join(f'{a}-{b - 1}' for a, b in row.layers)}), measured in {row.seconds:.1f} s")
-        print(f"  {'GiB':18} {'measured':>9} {'predicted':>9}")
+        unit, scale = _unit(max(row.measured_peak_gib, row.predicted_peak_gib))
+        print(f"  {unit:18} {'measured':>9} {'predicted':>9}")
         for cat in _CATEGORIES:
-            print(f"  {cat:18} {row.measured_gib.get(cat, 0.0):9.2f} {row.predicted_gib.get(cat, 0.0):9.2f}")
-        print(f"  {'peak':18} {row.measured_peak_gib:9.2f} {row.predicted_peak_gib:9.2f}   error {row.error:+.1%}")
-        extra = ", ".join(f"{k.replace('_', ' ')} {v:.2f}" for k, v in row.gpu_only_gib.items())
-        print(f"  GPU-only (not tracked): {extra}; predicted per GPU {row.predicted_gpu_peak_gib:.2f} GiB")
+            print(f"  {cat:18} {row.measured_gib.get(cat, 0.0) * scale:9.2f} {row.predicted_gib.get(cat, 0.0) * scale:9.2f}")
+        print(f"  {'peak':18} {row.measured_peak_gib * scale:9.2f} {row.predicted_peak_gib * scale:9.2f}   error {row.error:+.1%}")
+        extra = ", ".join(f"{k.replace('_', ' ')} {_size(v)}" for k, v in row.gpu_only_gib.items())
+        print(f"  GPU-only (not tracked): {extra}; predicted per GPU {_size(row.predicted_gpu_peak_gib)}")
     for note in result.notes:
         print(f"note: {note}")
     return EXIT_OK
+
+
+def _unit(gib: float) -> tuple[str, float]:
+    """The table's unit for a rank whose larger peak is ``gib``: GiB, or MiB / KiB for small models
+    (the differential sweep's ranks hold a few hundred KiB, which GiB to two decimals shows as 0.00)."""
+    for name, scale in (("GiB", 1.0), ("MiB", 1024.0)):
+        if gib * scale >= 1.0:
+            return name, scale
+    return "KiB", 1024.0**2
+
+
+def _size(gib: float) -> str:
+    """``gib`` with two decimals in the largest unit that shows it at 1 or more (KiB at the least)."""
+    name, scale = _unit(gib)
+    return f"{gib * scale:.2f} {name}"
