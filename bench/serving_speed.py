@@ -7,6 +7,7 @@ on 8 H100 within 2 s. Prints each run's wall time and the best of ``repeats`` (d
 
 from __future__ import annotations
 
+import argparse
 import subprocess
 import sys
 import time
@@ -24,7 +25,11 @@ CASES = {
 
 
 def main(argv: list[str]) -> int:
-    repeats = int(argv[1]) if len(argv) > 1 else 3
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("repeats", nargs="?", type=int, default=3, help="runs per case; the best is kept (default 3)")
+    repeats = parser.parse_args(argv[1:]).repeats
+    if repeats < 1:
+        parser.error(f"repeats must be at least 1, got {repeats}")
     for name, args in CASES.items():
         times = []
         for _ in range(repeats):

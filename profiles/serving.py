@@ -60,3 +60,21 @@ def low_precision_sources(gpu: GPUSpec) -> dict[str, str]:
     """Citations of ``gpu``'s serving rates (empty where it has none)."""
     entry = _table().get(gpu.name)
     return dict(entry["sources"]) if entry else {}
+
+
+def kv_cache_unquantized(model_name: str, precision: str) -> bool:
+    """The model's published ``precision`` checkpoint states no KV-cache quantisation (serving.json
+    ``checkpoints`` ``kv_cache_unquantized``: DeepSeek-V3 / R1's FP8, gpt-oss's MXFP4), so an engine
+    whose KV dtype 'auto' follows the checkpoint keeps the cache bf16."""
+    entry = _file().get("checkpoints", {}).get(model_name) or {}
+    return precision in entry.get("kv_cache_unquantized", ())
+
+
+def default_kv_dtype(model_name: str, precision: str, kv_auto_from_checkpoint: bool) -> str:
+    """KV-cache dtype an engine runs when none is asked for: bf16 with bf16 weights; bf16 where the
+    engine's 'auto' follows a checkpoint that states no KV quantisation
+    (:func:`kv_cache_unquantized`); else FP8, as NVIDIA's ModelOpt FP8 / FP4 checkpoints carry FP8
+    KV scales (``kv_cache_quant_algo`` FP8) and TensorRT-LLM's recipes run an FP8 cache."""
+    if precision == "bf16" or (kv_auto_from_checkpoint and kv_cache_unquantized(model_name, precision)):
+        return "bf16"
+    return "fp8"

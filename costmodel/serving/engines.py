@@ -63,6 +63,13 @@ class EngineDefaults:
     blackwell_moe_allreduce_fusion: bool = False
     """On Blackwell the engine also fuses an MoE model's TP all-reduces with the residual add and
     RMSNorm (FlashInfer's TensorRT-LLM all-reduce fusion), dropping the separate add-and-norm."""
+    kv_auto_from_checkpoint: bool = False
+    """The KV-cache dtype 'auto' (the engine's default) is the model's own dtype unless the checkpoint
+    states a KV quantisation, so a checkpoint without one runs a bf16 cache (vLLM ``CacheConfig``
+    ``cache_dtype='auto'``, FP8 only from a ModelOpt ``kv_cache_quant_algo``, vllm-project/vllm PR
+    29980; SGLang ``ServerArgs.kv_cache_dtype='auto'``: the model's dtype). False: the engine runs an
+    FP8 cache with FP8 / FP4 weights (TensorRT-LLM's deployment recipes set ``kv_cache_config.dtype``
+    fp8; its performance-overview runs are taken as FP8, ``planner.reference.serving_runs``)."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
@@ -76,6 +83,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
                "(vllm/engine/arg_utils.py, _set_default_args_v1)",
         kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
+        kv_auto_from_checkpoint=True,
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
@@ -90,7 +98,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
         kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
-        blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True,
+        blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True, kv_auto_from_checkpoint=True,
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
                       "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "

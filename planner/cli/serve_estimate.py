@@ -63,7 +63,9 @@ def add_workload_flags(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--isl", required=True, type=positive_int, metavar="I", help="input (prompt) tokens per request")
     what.add_argument("--osl", required=True, type=positive_int, metavar="O", help="output tokens per request")
     what.add_argument("--precision", choices=("bf16", "fp8", "fp4"), default="bf16", help="weight precision (default bf16)")
-    what.add_argument("--kv-dtype", choices=("bf16", "fp8"), help="KV cache dtype (default: bf16 with bf16 weights, else fp8)")
+    what.add_argument("--kv-dtype", choices=("bf16", "fp8"),
+                      help="KV cache dtype (default: the engine's: bf16 with bf16 weights or, on vllm / sglang, a "
+                           "checkpoint stating no KV quantisation (DeepSeek fp8, gpt-oss fp4); else fp8)")
     what.add_argument("--engine", choices=("vllm", "sglang", "trtllm"), default="vllm",
                       help="serving engine whose memory and batching defaults apply (default vllm)")
 

@@ -64,15 +64,16 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         if isinstance(value, float):
             problems.append(f"{name} must be a whole number, got {value!r}")
     _choice(problems, "precision", precision, PRECISIONS)
-    kv = kv_dtype or ("bf16" if precision == "bf16" else "fp8")
-    _choice(problems, "kv-dtype", kv, KV_DTYPES)
+    if kv_dtype is not None:
+        _choice(problems, "kv-dtype", kv_dtype, KV_DTYPES)
     _choice(problems, "engine", engine, ENGINES)
     if problems:
         raise InputError(*problems)
     spec = resolve_model_arg(model)
     spec_cluster = resolve_cluster_arg(cluster)
-    from profiles.serving import fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
+    from profiles.serving import default_kv_dtype, fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
 
+    kv = kv_dtype or default_kv_dtype(spec.name, precision, DEFAULTS[engine].kv_auto_from_checkpoint)
     rates = low_precision_rates(spec_cluster.gpu)
     if engine == "trtllm" and rates.platform != "cuda":
         problems.append(f"TensorRT-LLM runs on NVIDIA GPUs only; {spec_cluster.gpu.name} is a {rates.platform} GPU: "

@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+import profiles
 from profiles import load_cluster, load_gpu
-from profiles.serving import fp4_experts_only, fp4_moe_only, low_precision_rates, low_precision_sources
+from profiles.serving import (
+    default_kv_dtype,
+    fp4_experts_only,
+    fp4_moe_only,
+    kv_cache_unquantized,
+    low_precision_rates,
+    low_precision_sources,
+)
 
 
 @pytest.mark.parametrize(("gpu", "fp4", "mx"), [("b200", 9000, False), ("gb200", 10000, False), ("gb300", 15000, False),
@@ -44,3 +55,21 @@ def test_checkpoint_scopes_are_cited() -> None:
     assert fp4_moe_only("deepseek-r1") and fp4_moe_only("deepseek-v3") and not fp4_moe_only("gpt-oss-120b")
     assert fp4_experts_only("gpt-oss-120b") and not fp4_experts_only("deepseek-r1")
     assert not fp4_moe_only("llama3.1-70b")
+
+
+def test_kv_cache_unquantized_checkpoints_are_cited_and_scoped_to_their_precision() -> None:
+    """DeepSeek's FP8 and gpt-oss's MXFP4 checkpoints state no KV quantisation, each flag with its
+    source; NVIDIA's FP4 DeepSeek and any Llama checkpoint are not listed."""
+    assert kv_cache_unquantized("deepseek-r1", "fp8") and kv_cache_unquantized("gpt-oss-120b", "fp4")
+    assert not kv_cache_unquantized("deepseek-r1", "fp4") and not kv_cache_unquantized("llama3.1-70b", "fp8")
+    checkpoints = json.loads((Path(profiles.__file__).parent / "serving.json").read_text())["checkpoints"]
+    for name, entry in checkpoints.items():
+        if "kv_cache_unquantized" in entry:
+            assert len(str(entry["sources"]["kv_cache_unquantized"])) > 40, name
+
+
+def test_default_kv_dtype_follows_the_engine_and_the_checkpoint() -> None:
+    assert default_kv_dtype("deepseek-r1", "fp8", kv_auto_from_checkpoint=True) == "bf16"
+    assert default_kv_dtype("deepseek-r1", "fp8", kv_auto_from_checkpoint=False) == "fp8"
+    assert default_kv_dtype("llama3.1-70b", "bf16", kv_auto_from_checkpoint=False) == "bf16"
+    assert default_kv_dtype("llama3.1-70b", "fp4", kv_auto_from_checkpoint=True) == "fp8"
