@@ -70,6 +70,16 @@ class EngineDefaults:
     29980; SGLang ``ServerArgs.kv_cache_dtype='auto'``: the model's dtype). False: the engine runs an
     FP8 cache with FP8 / FP4 weights (TensorRT-LLM's deployment recipes set ``kv_cache_config.dtype``
     fp8; its performance-overview runs are taken as FP8, ``planner.reference.serving_runs``)."""
+    mxfp4_padding: tuple[int, int, int, bool] = (1, 1, 1, False)
+    """How the engine pads a weight-only MXFP4 checkpoint's expert weights for OpenAI's
+    ``triton_kernels`` MoE, its path on GPUs without FP4 tensor cores (Hopper, CDNA3): (multiple the
+    intermediate width of each TP shard is rounded up to, multiple the hidden width is padded to as
+    the gate-up GEMM's reduction dimension, multiple it is padded to as the down GEMM's output,
+    whether the intermediate width is padded to that multiple times tp before the split). The padded
+    rows and columns are zeros that every decode step still streams and multiplies
+    (:func:`costmodel.serving.moe.mxfp4_padding_factor`)."""
+    mxfp4_padding_rocm: tuple[int, int, int, bool] | None = None
+    """:attr:`mxfp4_padding` on ROCm where the engine pads differently there (None: the same)."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
@@ -83,7 +93,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
                "(vllm/engine/arg_utils.py, _set_default_args_v1)",
         kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
-        kv_auto_from_checkpoint=True,
+        kv_auto_from_checkpoint=True, mxfp4_padding=(64, 1, 1, False), mxfp4_padding_rocm=(128, 1, 1, False),
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
@@ -99,6 +109,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "(python/sglang/srt/server_args.py)",
         kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
         blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True, kv_auto_from_checkpoint=True,
+        mxfp4_padding=(32, 1, 1, False),
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
                       "(python/sglang/srt/models/llama.py); MoE adds router, top-k, align and combine (layers/moe); "
@@ -113,7 +124,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "memory free after weights; trtllm-bench max-throughput runs with CUDA-graph batches up to "
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
         kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
-        w4_activation="fp8",
+        w4_activation="fp8", mxfp4_padding=(128, 128, 256, True),
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
@@ -123,6 +134,14 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                       "gpt-oss's MXFP4 experts run with MXFP8 activations on Blackwell (TensorRT-LLM 'Deployment Guide for "
                       "GPT-OSS', MoE backend support matrix: W4A8_MXFP4_MXFP8)"),
 }
+"""The MXFP4 paddings (``mxfp4_padding``) are each engine's ``create_weights`` for its triton_kernels
+MoE: vLLM ``Mxfp4MoEMethod`` rounds each shard's intermediate width up to 64 (128 on ROCm); SGLang
+``Mxfp4MoEMethod`` (``has_triton_kernels``) to the 32-element MXFP4 block; TensorRT-LLM's default
+MoE backend on Hopper for gpt-oss is TRITON (its 'Deployment Guide for GPT-OSS', MoE backend support
+matrix: H200, BF16 activations, MXFP4 weights), whose ``TritonMXFP4FusedMoEMethod`` pads the
+hidden width to ``k_alignment`` 128 as a reduction dimension and to ``n_alignment`` 256 as an output,
+and ``shard_and_pad_tensor`` pads the intermediate width to 128 x tp before splitting it
+(``tensorrt_llm/_torch/modules/fused_moe/fused_moe_triton.py``)."""
 
 
 def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDefaults:

@@ -106,3 +106,27 @@ def routed_row_bytes(block: BlockShape, instance: Instance, tokens: float) -> fl
         return 0.0
     rows = tokens * block.layer.moe_top_k / instance.ep
     return rows * block.layer.hidden_size * ROUTED_ROW_BYTES
+
+
+def _round_up(value: float, multiple: int) -> float:
+    return math.ceil(value / multiple) * multiple
+
+
+def mxfp4_padding_factor(block: BlockShape, shards: int, padding: tuple[int, int, int, bool]) -> float:
+    """Expert weight elements one GPU holds after the engine's MXFP4 padding, over the unpadded ones,
+    for experts split ``shards`` ways by tensor parallelism (``EngineDefaults.mxfp4_padding``:
+    intermediate multiple, hidden multiple as the gate-up GEMM's reduction dimension, hidden multiple
+    as the down GEMM's output, pad before the split). Gated experts hold two input projections of
+    hidden x intermediate and one output projection; biases are left out (a few per mille)."""
+    layer = block.layer
+    if not layer.is_moe or shards <= 0:
+        return 1.0
+    inter_multiple, k_multiple, n_multiple, before_split = padding
+    h, f = layer.hidden_size, layer.ffn_hidden_size
+    if before_split:
+        shard = _round_up(f, inter_multiple * shards) / shards
+    else:
+        shard = _round_up(f / shards, inter_multiple)
+    inputs = 2 if layer.ffn_act == "swiglu" else 1
+    padded = inputs * shard * _round_up(h, k_multiple) + shard * _round_up(h, n_multiple)
+    return padded / ((inputs + 1) * h * f / shards)

@@ -21,7 +21,7 @@ from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
-from costmodel.serving.moe import busiest_rank_experts, padded_expert_rows, routed_row_bytes
+from costmodel.serving.moe import busiest_rank_experts, mxfp4_padding_factor, padded_expert_rows, routed_row_bytes
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
 from costmodel.serving.specs import (
     Instance,
@@ -269,11 +269,24 @@ class StepParts:
                          self.busy * factor)
 
 
+def expert_shard_params(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision) -> float:
+    """Weight elements of one routed expert on one GPU: its 1/(tp/ep) tensor-parallel slice, padded
+    as the engine pads a weight-only MXFP4 checkpoint for OpenAI's triton_kernels MoE on a GPU
+    without FP4 tensor cores (``EngineDefaults.mxfp4_padding``, :func:`mxfp4_padding_factor`)."""
+    shards = instance.tp // instance.ep
+    each = block.expert_params_each / shards
+    if precision != "fp4" or not hw.fp4_experts_only or hw.rates.peak_fp4_tflops is not None:
+        return each
+    engine = hw.engine
+    rule = engine.mxfp4_padding_rocm if hw.rates.platform == "rocm" and engine.mxfp4_padding_rocm else engine.mxfp4_padding
+    return each * mxfp4_padding_factor(block, shards, rule)
+
+
 def _expert_parts(hw: Hardware, block: BlockShape, instance: Instance, batch: float, precision: WeightPrecision) -> tuple[float, float]:
     """(weight bytes, GEMM seconds) of the routed experts on the busiest GPU for a decode step of
     ``batch`` tokens (:mod:`costmodel.serving.moe`)."""
     touched = busiest_rank_experts(block, instance, batch)
-    each = block.expert_params_each / (instance.tp // instance.ep)
+    each = expert_shard_params(hw, block, instance, precision)
     nbytes = touched * each * weight_bytes(precision, mx_storage(hw, precision))
     flops = 2.0 * each * padded_expert_rows(block, instance, batch, touched, hw.engine.trtllm_moe_tiles)
     seconds = gemm_time(hw.cluster, flops, expert_gemm_speedup(hw, precision)) / hw.efficiency.prefill_compute
@@ -387,6 +400,6 @@ def prefill_weight_bytes(hw: Hardware, block: BlockShape, instance: Instance, to
     mx = mx_storage(hw, precision)
     weights = non_expert_bytes(block, instance, precision, mx, hw.fp4_experts_only, hw.fp4_moe_only)
     if block.layer.is_moe:
-        each = block.expert_params_each / (instance.tp // instance.ep)
+        each = expert_shard_params(hw, block, instance, precision)
         weights += busiest_rank_experts(block, instance, tokens) * each * weight_bytes(precision, mx)
     return weights

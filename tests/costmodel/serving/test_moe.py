@@ -11,9 +11,11 @@ from costmodel.serving.moe import (
     busiest_rank_experts,
     expected_max_normal,
     experts_touched,
+    mxfp4_padding_factor,
     padded_expert_rows,
     routed_row_bytes,
 )
+from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance
 from planner.intake.arguments import resolve_model_arg
@@ -74,3 +76,16 @@ def test_trtllm_gen_tiles_follow_the_tokens_per_expert() -> None:
     assert padded_expert_rows(GPT_OSS, inst, 640, touched, trtllm_tiles=True) == pytest.approx(touched * 32)
     touched = experts_touched(GPT_OSS, 8192)  # 256 per expert: 64-row tiles, no padding
     assert padded_expert_rows(GPT_OSS, inst, 8192, touched, trtllm_tiles=True) == pytest.approx(8192 * 4, rel=0.01)
+
+
+def test_mxfp4_padding_follows_each_engines_create_weights() -> None:
+    """gpt-oss (hidden 2880, expert width 2880): vLLM's 64-multiple leaves tp 1-2 whole and pads a
+    tp 8 shard 360 -> 384; TensorRT-LLM's Triton MoE pads 2880 -> 3072 before an 8-way split, the
+    hidden width to 2944 as K and 3072 as N."""
+    vllm, trt = DEFAULTS["vllm"].mxfp4_padding, DEFAULTS["trtllm"].mxfp4_padding
+    assert mxfp4_padding_factor(GPT_OSS, 1, vllm) == pytest.approx(1.0)
+    assert mxfp4_padding_factor(GPT_OSS, 8, vllm) == pytest.approx(384 / 360)
+    expected = (2 * 384 * 2944 + 384 * 3072) / (3 * 2880 * 2880 / 8)
+    assert mxfp4_padding_factor(GPT_OSS, 8, trt) == pytest.approx(expected)
+    assert mxfp4_padding_factor(GPT_OSS, 1, (1, 1, 1, False)) == pytest.approx(1.0)
+    assert mxfp4_padding_factor(DEEPSEEK, 4, trt) >= 1.0

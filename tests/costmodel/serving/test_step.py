@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from costmodel.comm import all_to_all, place_group, send_recv
@@ -19,9 +21,11 @@ from costmodel.serving.step import (
     block_weight_params,
     decode_block_parts,
     decode_step_parts,
+    decode_step_time,
     dense_precision,
     dequant_seconds,
     expert_gemm_speedup,
+    expert_shard_params,
     gemm_speedup,
     hbm_rate,
     layer_kernels,
@@ -251,3 +255,24 @@ def test_a_short_prefill_chunk_through_a_large_moe_takes_at_least_its_weight_str
     assert prefill_weight_bytes(H100, moe, inst, 1, "fp8") < prefill_weight_bytes(H100, moe, inst, 128, "fp8") / 10
     stream = sum(prefill_weight_bytes(H100, b, inst, 128, "fp8") * b.count for b in shape.blocks)
     assert prefill_time(H100, shape, inst, 128, 128, "fp8") >= stream / hbm_rate(H100, H100.efficiency.decode_memory)
+
+
+def test_padded_mxfp4_experts_stream_more_only_on_the_triton_path() -> None:
+    """Hopper has no FP4 tensor cores: gpt-oss's MXFP4 experts run OpenAI's triton_kernels MoE with
+    each engine's padding (TensorRT-LLM's TRITON backend pads more than vLLM), while a GPU with
+    FP4 tensor cores keeps the checkpoint's own shape."""
+    shape = model_shape(resolve_model_arg("gpt-oss-120b"))
+    block = next(b for b in shape.blocks if b.layer.is_moe)
+    inst = Instance(tp=8)
+    plain = block.expert_params_each / 8
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp4_experts_only=True)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp4_experts_only=True)
+    assert expert_shard_params(trt, block, inst, "fp4") > expert_shard_params(vllm, block, inst, "fp4") > plain
+    assert expert_shard_params(trt, block, inst, "fp8") == pytest.approx(plain)
+    b200 = resolve_cluster_arg("dgx-b200")
+    blackwell = Hardware(b200, low_precision_rates(load_gpu("b200")), ServingEfficiency(), DEFAULTS["trtllm"],
+                         fp4_experts_only=True)
+    assert expert_shard_params(blackwell, block, inst, "fp4") == pytest.approx(plain)
+    unpadded = Hardware(trt.cluster, trt.rates, trt.efficiency, replace(trt.engine, mxfp4_padding=(1, 1, 1, False)),
+                        fp4_experts_only=True)
+    assert decode_step_time(trt, shape, inst, 16, 1536, "fp4", 2.0) > decode_step_time(unpadded, shape, inst, 16, 1536, "fp4", 2.0)
