@@ -214,14 +214,19 @@ def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance
     return attention + 2 + shared
 
 
-def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
+def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision = "bf16") -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
     plus the MoE and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's
     activation quantisers, :func:`activation_quant_kernels`); an engine that
     fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
-    the layer has TP all-reduces."""
+    the layer has TP all-reduces. An MoE layer on the ``triton_kernels`` path (:func:`triton_mxfp4_moe`)
+    launches :data:`TRITON_MOE_KERNELS` plus the engine's own around it
+    (``EngineDefaults.mxfp4_triton_extra_kernels``) instead of its fused MoE's."""
     engine, layer = hw.engine, block.layer
-    kernels = engine.kernels_per_layer + (engine.moe_extra_kernels if layer.is_moe else 0) + mla_extra_kernels(block)
+    moe = engine.moe_extra_kernels
+    if triton_mxfp4_moe(hw, precision):
+        moe = TRITON_MOE_KERNELS + engine.mxfp4_triton_extra_kernels
+    kernels = engine.kernels_per_layer + (moe if layer.is_moe else 0) + mla_extra_kernels(block)
     kernels += activation_quant_kernels(hw, block, instance)
     if shared_expert_in_series(hw, block, instance):
         kernels += engine.shared_expert_kernels
@@ -269,13 +274,29 @@ class StepParts:
                          self.busy * factor)
 
 
+def triton_mxfp4_moe(hw: Hardware, precision: WeightPrecision) -> bool:
+    """The routed experts run OpenAI's ``triton_kernels`` MoE (``matmul_ogs``): a weight-only MXFP4
+    checkpoint (gpt-oss) on a GPU without FP4 tensor cores (vLLM ``get_mxfp4_backend`` on Hopper and
+    ROCm; SGLang ``has_triton_kernels``; TensorRT-LLM's default TRITON MoE backend on Hopper)."""
+    return precision == "fp4" and hw.fp4_experts_only and hw.rates.peak_fp4_tflops is None
+
+
+TRITON_MOE_KERNELS = 5
+"""Kernels the ``triton_kernels`` MoE launches per layer besides its two ``matmul_ogs`` expert
+GEMMs: the router GEMM, ``topk``, the bit-matrix histogram (``bitmatrix.sum``), and ``sort_tokens``'
+``_combined_routing_memset`` and ``_combined_routing_compute``; the gather of each expert's rows
+and the router-weighted scatter back run inside the GEMMs (triton-lang/triton
+``python/triton_kernels/triton_kernels/routing.py``, ``matmul_ogs`` ``gather_indx`` /
+``scatter_indx`` / ``gammas``)."""
+
+
 def expert_shard_params(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision) -> float:
     """Weight elements of one routed expert on one GPU: its 1/(tp/ep) tensor-parallel slice, padded
-    as the engine pads a weight-only MXFP4 checkpoint for OpenAI's triton_kernels MoE on a GPU
-    without FP4 tensor cores (``EngineDefaults.mxfp4_padding``, :func:`mxfp4_padding_factor`)."""
+    as the engine pads a weight-only MXFP4 checkpoint for the ``triton_kernels`` MoE
+    (:func:`triton_mxfp4_moe`; ``EngineDefaults.mxfp4_padding``, :func:`mxfp4_padding_factor`)."""
     shards = instance.tp // instance.ep
     each = block.expert_params_each / shards
-    if precision != "fp4" or not hw.fp4_experts_only or hw.rates.peak_fp4_tflops is not None:
+    if not triton_mxfp4_moe(hw, precision):
         return each
     engine = hw.engine
     rule = engine.mxfp4_padding_rocm if hw.rates.platform == "rocm" and engine.mxfp4_padding_rocm else engine.mxfp4_padding
@@ -326,7 +347,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
         routed = routed_row_bytes(block, instance, batch)
         parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
-    overhead = layer_kernels(hw, block, instance) * kernel_floor_us(hw.cluster) * 1e-6
+    overhead = layer_kernels(hw, block, instance, precision) * kernel_floor_us(hw.cluster) * 1e-6
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
 
 

@@ -16,6 +16,7 @@ from costmodel.serving.shape import block_forward_flops, decode_core_width, mode
 from costmodel.serving.specs import NVFP4_BYTES_PER_PARAM, Instance, LowPrecisionRates, ServingEfficiency
 from costmodel.serving.step import (
     DEQUANT_TILE_ROWS,
+    TRITON_MOE_KERNELS,
     Hardware,
     activation_quant_kernels,
     block_weight_params,
@@ -35,6 +36,7 @@ from costmodel.serving.step import (
     prefill_time,
     prefill_weight_bytes,
     shared_expert_in_series,
+    triton_mxfp4_moe,
     weights_bytes_per_gpu,
 )
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
@@ -276,3 +278,16 @@ def test_padded_mxfp4_experts_stream_more_only_on_the_triton_path() -> None:
     unpadded = Hardware(trt.cluster, trt.rates, trt.efficiency, replace(trt.engine, mxfp4_padding=(1, 1, 1, False)),
                         fp4_experts_only=True)
     assert decode_step_time(trt, shape, inst, 16, 1536, "fp4", 2.0) > decode_step_time(unpadded, shape, inst, 16, 1536, "fp4", 2.0)
+
+
+def test_triton_kernels_moe_launches_its_routing_kernels_and_the_engines_own() -> None:
+    """gpt-oss's MXFP4 experts on Hopper: the triton_kernels MoE's router, top-k, histogram and two
+    sorting kernels replace the engine's fused-MoE count; TensorRT-LLM adds its activation pad."""
+    block = next(b for b in model_shape(resolve_model_arg("gpt-oss-120b")).blocks if b.layer.is_moe)
+    trt = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["trtllm"], fp4_experts_only=True)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp4_experts_only=True)
+    assert triton_mxfp4_moe(trt, "fp4") and not triton_mxfp4_moe(trt, "fp8")
+    one = Instance(tp=1)
+    assert layer_kernels(vllm, block, one, "fp4") == DEFAULTS["vllm"].kernels_per_layer + TRITON_MOE_KERNELS
+    assert layer_kernels(trt, block, one, "fp4") == DEFAULTS["trtllm"].kernels_per_layer + TRITON_MOE_KERNELS + 1
+    assert layer_kernels(trt, block, one, "fp8") == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels
