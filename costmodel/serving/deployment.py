@@ -129,6 +129,17 @@ def _batch(most: int, concurrency: int | None, workers: int) -> int:
     return max(1, min(concurrency // workers, most) if most > 0 else concurrency // workers)
 
 
+def admission_wait(asked: int | None, running: int, requests_per_s: float) -> float:
+    """Mean time a request waits for a slot when a closed-loop client keeps ``asked`` requests
+    outstanding but the engine runs only ``running`` (the KV cache or the scheduler's sequence cap
+    admits no more): the ``asked − running`` waiting requests drain at the completion rate, so by
+    Little's law (L = λW; Little 1961) each waits (asked − running) / λ before its prefill starts.
+    0 when every asked request runs."""
+    if asked is None or asked <= running or requests_per_s <= 0:
+        return 0.0
+    return (asked - running) / requests_per_s
+
+
 def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: int, work: Workload,
                engine: EngineDefaults, concurrency: int | None = None) -> Estimate:
     """``replicas`` instances, each batching prefill and decode together; ``concurrency`` is the
@@ -138,8 +149,9 @@ def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: in
     parts = decode_step_parts(hw, shape, instance, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
     pre = prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
     cycle = work.osl * parts.total + batch * pre
-    ttft = prefill_time(hw, shape, instance, work.isl, work.isl, work.precision) + parts.total
     rate = replicas * batch * work.osl / cycle
+    ttft = prefill_time(hw, shape, instance, work.isl, work.isl, work.precision) + parts.total
+    ttft += admission_wait(concurrency, batch * replicas, rate / work.osl)
     return Estimate(output_tokens_per_s=rate, gpus=replicas * instance.gpus, ttft_s=ttft, tpot_s=cycle / work.osl,
                     concurrency=batch * replicas, max_concurrency=phase.max_concurrency * replicas,
                     decode=Phase(instance, replicas, phase.memory, phase.max_concurrency, batch, phase.sequence_kv_bytes), prefill=None,
@@ -180,7 +192,7 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     kv = work.isl * kv_bytes_per_token(shape, Instance(), work.kv_element_bytes, work.isl)
     rate = min(decode_rps, prefill_rps * PREFILL_LOAD_MAX)
     ttft = prefill_time(hw, shape, prefill, work.isl, work.isl, work.precision) + kv_transfer(hw.cluster, kv, prefill.gpus)
-    ttft += prefill_queue_wait(rate, prefill_rps)
+    ttft += prefill_queue_wait(rate, prefill_rps) + admission_wait(concurrency, batch * decode_workers, rate)
     gpus = prefill_workers * prefill.gpus + decode_workers * decode.gpus
     return Estimate(output_tokens_per_s=rate * work.osl, gpus=gpus, ttft_s=ttft,
                     tpot_s=parts.total, concurrency=batch * decode_workers,

@@ -7,7 +7,7 @@ import pytest
 from costmodel.comm import all_reduce, place_group, send_recv
 from costmodel.serving.allreduce import decode_all_reduce, nccl_ring
 from costmodel.serving.comm import kv_transfer
-from costmodel.serving.deployment import Workload, aggregated, disaggregated
+from costmodel.serving.deployment import Workload, admission_wait, aggregated, disaggregated
 from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
@@ -113,3 +113,21 @@ def test_disaggregated_ttft_includes_the_prefill_queue() -> None:
     est = disaggregated(hw, LLAMA70B, Instance(tp=4), 1, Instance(tp=4), 1, work, DEFAULTS["vllm"])
     alone = disaggregated(hw, LLAMA70B, Instance(tp=4), 1, Instance(tp=4), 1, work, DEFAULTS["vllm"], concurrency=1)
     assert est.ttft_s > 2 * alone.ttft_s  # loaded to 90 %: the queue dominates
+
+
+def test_requests_beyond_the_kv_cache_wait_for_a_slot_by_littles_law() -> None:
+    """A closed-loop client with more requests outstanding than the KV cache holds: the rate stays
+    that of the sequences that fit, and each request's TTFT grows by its wait for a slot, (asked −
+    running) / request rate (Little 1961), which by Little's law for the whole system makes the
+    time each request spends there equal asked / request rate."""
+    assert admission_wait(None, 8, 1.0) == 0.0 and admission_wait(8, 8, 1.0) == 0.0
+    assert admission_wait(40, 8, 4.0) == pytest.approx(8.0)
+    hw, work = _hw("dgx-h100"), Workload(8192, 1024, "fp8", 1.0)
+    fits = aggregated(hw, LLAMA70B, Instance(tp=2), 1, work, DEFAULTS["vllm"])
+    asked = 3 * fits.concurrency
+    over = aggregated(hw, LLAMA70B, Instance(tp=2), 1, work, DEFAULTS["vllm"], concurrency=asked)
+    assert over.concurrency == fits.concurrency
+    assert over.output_tokens_per_s == pytest.approx(fits.output_tokens_per_s)
+    requests_per_s = over.output_tokens_per_s / work.osl
+    in_system = over.ttft_s - fits.ttft_s + over.tpot_s * work.osl
+    assert in_system == pytest.approx(asked / requests_per_s)
