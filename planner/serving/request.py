@@ -57,7 +57,12 @@ def _choice(problems: list[str], name: str, value: Any, choices: tuple[str, ...]
 
 def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precision: str = "bf16",
             kv_dtype: str | None = None, engine: str = "vllm") -> Context:
-    """Resolve and check what every serving call shares; raises InputError listing every problem."""
+    """Resolve and check what every serving call shares; raises InputError listing every problem.
+
+    Engine support refused here: TensorRT-LLM off NVIDIA (``profiles/serving.json`` ``platform``);
+    SGLang with an MXFP4 checkpoint (gpt-oss) on CDNA3, where its ``Mxfp4Config.from_config``
+    raises unless ``mxfp_supported()`` finds a gfx95x (CDNA4) architecture
+    (sgl-project/sglang ``python/sglang/srt/layers/quantization/mxfp4.py``, ``srt/utils/common.py``)."""
     problems: list[str] = []
     _positive(problems, gpus=gpus, isl=isl, osl=osl)
     for name, value in (("gpus", gpus), ("isl", isl), ("osl", osl)):
@@ -78,6 +83,10 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     if engine == "trtllm" and rates.platform != "cuda":
         problems.append(f"TensorRT-LLM runs on NVIDIA GPUs only; {spec_cluster.gpu.name} is a {rates.platform} GPU: "
                         "use --engine vllm or sglang")
+    if engine == "sglang" and precision == "fp4" and rates.platform == "rocm" and rates.peak_fp4_tflops is None \
+            and fp4_experts_only(spec.name):
+        problems.append(f"SGLang loads MXFP4 checkpoints on AMD only from CDNA4 (gfx950); {spec_cluster.gpu.name} is "
+                        "CDNA3: use --engine vllm")
     if precision == "fp8" and spec_cluster.gpu.peak_fp8_tflops is None:
         problems.append(f"{spec_cluster.gpu.name} has no FP8 tensor cores; use --precision bf16")
     if precision == "fp4" and rates.peak_fp4_tflops is None and spec_cluster.gpu.peak_fp8_tflops is None:

@@ -79,3 +79,13 @@ def test_tensorrt_llm_is_refused_on_amd_gpus() -> None:
         planner.serve_estimate(model="llama3.1-8b", cluster="mi325x-8", gpus=8, isl=128, osl=128, tp=1, engine="trtllm")
     est = planner.serve_estimate(model="llama3.1-8b", cluster="mi325x-8", gpus=8, isl=128, osl=128, tp=1, engine="vllm")
     assert est.output_tokens_per_s_per_gpu > 0
+
+
+def test_sglang_loads_mxfp4_on_amd_only_from_cdna4() -> None:
+    """SGLang's Mxfp4Config raises on ROCm unless the GPU is gfx95x: gpt-oss on MI325X runs in vLLM,
+    on MI355X in either."""
+    oss = dict(model="gpt-oss-120b", gpus=8, isl=1024, osl=1024, tp=8, precision="fp4", concurrency=16)
+    with pytest.raises(InputError, match="CDNA4"):
+        planner.serve_estimate(**oss, cluster="mi325x-8", engine="sglang")
+    assert planner.serve_estimate(**oss, cluster="mi325x-8", engine="vllm").output_tokens_per_s_per_gpu > 0
+    assert planner.serve_estimate(**oss, cluster="mi355x-8", engine="sglang").output_tokens_per_s_per_gpu > 0
