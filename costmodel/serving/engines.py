@@ -82,6 +82,10 @@ class EngineDefaults:
     """Kernels the engine adds around the ``triton_kernels`` MoE per layer (TensorRT-LLM: the
     ``torch.nn.functional.pad`` of the activations to the padded reduction width,
     ``TritonMXFP4FusedMoEMethod.apply``)."""
+    mxfp4_triton_ep_kernels: int = 0
+    """Kernels the engine adds to the ``triton_kernels`` routing under expert parallelism (ep > 1),
+    to keep a rank's own experts (TensorRT-LLM ``TritonEPRouter.prune_routing_ep``: the bit-matrix
+    shift, its clear and a compaction)."""
     mxfp4_padding_rocm: tuple[int, int, int, bool] | None = None
     """:attr:`mxfp4_padding` on ROCm where the engine pads differently there (None: the same)."""
     kernel_source: str = ""
@@ -129,6 +133,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
         kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
         w4_activation="fp8", mxfp4_padding=(128, 128, 256, True), mxfp4_triton_extra_kernels=1,
+        mxfp4_triton_ep_kernels=3,
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."

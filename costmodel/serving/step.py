@@ -221,11 +221,12 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision
     fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
     the layer has TP all-reduces. An MoE layer on the ``triton_kernels`` path (:func:`triton_mxfp4_moe`)
     launches :data:`TRITON_MOE_KERNELS` plus the engine's own around it
-    (``EngineDefaults.mxfp4_triton_extra_kernels``) instead of its fused MoE's."""
+    (``EngineDefaults.mxfp4_triton_extra_kernels``, and ``mxfp4_triton_ep_kernels`` under expert
+    parallelism) instead of its fused MoE's."""
     engine, layer = hw.engine, block.layer
     moe = engine.moe_extra_kernels
     if triton_mxfp4_moe(hw, precision):
-        moe = TRITON_MOE_KERNELS + engine.mxfp4_triton_extra_kernels
+        moe = TRITON_MOE_KERNELS + engine.mxfp4_triton_extra_kernels + (engine.mxfp4_triton_ep_kernels if instance.ep > 1 else 0)
     kernels = engine.kernels_per_layer + (moe if layer.is_moe else 0) + mla_extra_kernels(block)
     kernels += activation_quant_kernels(hw, block, instance)
     if shared_expert_in_series(hw, block, instance):

@@ -291,3 +291,5 @@ def test_triton_kernels_moe_launches_its_routing_kernels_and_the_engines_own() -
     assert layer_kernels(vllm, block, one, "fp4") == DEFAULTS["vllm"].kernels_per_layer + TRITON_MOE_KERNELS
     assert layer_kernels(trt, block, one, "fp4") == DEFAULTS["trtllm"].kernels_per_layer + TRITON_MOE_KERNELS + 1
     assert layer_kernels(trt, block, one, "fp8") == DEFAULTS["trtllm"].kernels_per_layer + DEFAULTS["trtllm"].moe_extra_kernels
+    expert_parallel = layer_kernels(trt, block, Instance(tp=4, ep=2), "fp4") - layer_kernels(trt, block, Instance(tp=4), "fp4")
+    assert expert_parallel == DEFAULTS["trtllm"].mxfp4_triton_ep_kernels == 3
