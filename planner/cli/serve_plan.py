@@ -41,6 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     targets.add_argument("--tpot-ms", type=_latency, metavar="Y", help="time per output token target, ms")
     targets.add_argument("--disaggregation", choices=("auto", "on", "off"), default="auto",
                          help="search disaggregated prefill/decode deployments too (auto, default), only (on) or never (off)")
+    targets.add_argument("--max-batch", type=int, metavar="N",
+                         help="most sequences one worker runs at once (vLLM --max-num-seqs, SGLang "
+                              "--max-running-requests, TensorRT-LLM --max_batch_size; a load test's concurrency "
+                              "per instance); default: the engine's own cap")
     targets.add_argument("--timing", action="store_true", help="record the search wall time in the plan")
     parser.add_argument("-o", "--output", metavar="SERVING_JSON", help="write the serving plan here (atomically)")
     parser.add_argument("--report", metavar="HTML", help="write the HTML report here")
@@ -58,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     plan = planner.serve_plan(model=args.model, cluster=args.cluster, gpus=args.gpus, isl=args.isl, osl=args.osl,
                               ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms, precision=args.precision,
                               kv_dtype=args.kv_dtype, engine=args.engine, disaggregation=args.disaggregation,
-                              timing=args.timing)
+                              max_batch=args.max_batch, timing=args.timing)
     if args.output is not None:
         from planner.serving.files import plan_json
 

@@ -82,6 +82,11 @@ def check_serving_plan(plan: ServingPlan) -> list[str]:
     roles = sorted(g.role for g in dep.groups)
     if roles not in (["aggregated"], ["decode", "prefill"]) or (dep.mode == "aggregated") != (roles == ["aggregated"]):
         problems.append(f"a {dep.mode} deployment cannot have worker roles {roles}")
+    over = [g for g in dep.groups if g.role != "prefill" and plan.request.max_batch is not None
+            and g.concurrency_per_worker > plan.request.max_batch]
+    if over:
+        problems.append(f"{over[0].role} workers run {over[0].concurrency_per_worker} sequences each, over the request's "
+                        f"max_batch {plan.request.max_batch}")
     if problems:
         return problems
     fresh = serve_estimate(**estimate_kwargs(plan))

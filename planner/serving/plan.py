@@ -87,14 +87,20 @@ def _no_plan(ctx: Context, result: ServingSearchResult, targets: ServingTargets)
 
 def serve_plan(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, ttft_ms: float | None = None,
                tpot_ms: float | None = None, precision: str = "bf16", kv_dtype: str | None = None,
-               engine: str = "vllm", disaggregation: str = "auto", timing: bool = False) -> ServingPlan:
+               engine: str = "vllm", disaggregation: str = "auto", max_batch: int | None = None,
+               timing: bool = False) -> ServingPlan:
     """Search every deployment of ``model`` on at most ``gpus`` GPUs of ``cluster`` and return the plan
     of the highest output tokens/s per GPU meeting ``ttft_ms`` and ``tpot_ms``. Raises InputError for
     bad input and NoFeasiblePlanError (with the nearest miss) when nothing meets the targets.
-    ``timing`` records the search's wall time (otherwise the same inputs give byte-identical plans)."""
+    ``max_batch`` caps the sequences one worker runs at once (the engine's ``--max-num-seqs`` /
+    ``--max-running-requests`` / ``--max_batch_size``; a load test's concurrency per instance), below
+    the engine's own cap. ``timing`` records the search's wall time (otherwise the same inputs give
+    byte-identical plans)."""
     problems = latency_problems(ttft_ms, tpot_ms)
     if disaggregation not in ("auto", "on", "off"):
         problems.append(f"unknown disaggregation {disaggregation!r}; choose auto, on, off")
+    if max_batch is not None and (isinstance(max_batch, bool) or not isinstance(max_batch, int) or max_batch < 1):
+        problems.append(f"max-batch must be a whole number of sequences >= 1, got {max_batch!r}")
     if problems:
         raise InputError(*problems)
     ctx = context(model=model, cluster=cluster, gpus=gpus, isl=isl, osl=osl, precision=precision,
@@ -102,13 +108,14 @@ def serve_plan(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, ttft_
     if disaggregation == "on" and gpus < 2:
         raise InputError("disaggregation needs at least 2 GPUs (one prefill and one decode worker)")
     targets = ServingTargets(ttft_s=ttft_ms / 1e3 if ttft_ms else None, tpot_s=tpot_ms / 1e3 if tpot_ms else None,
-                             disaggregation=disaggregation)
+                             disaggregation=disaggregation, max_batch=max_batch)
     result = search_serving(ctx.hardware, ctx.shape, workload(ctx), ctx.engine, gpus, targets)
     if not result.ranked:
         raise _no_plan(ctx, result, targets)
     best = result.ranked[0]
     request = ServingRequest(gpus=gpus, isl=isl, osl=osl, ttft_ms=ttft_ms, tpot_ms=tpot_ms, precision=precision,
-                             kv_dtype=ctx.kv_dtype, engine=engine, disaggregation=disaggregation)  # type: ignore[arg-type]
+                             kv_dtype=ctx.kv_dtype, engine=engine, disaggregation=disaggregation,
+                             max_batch=max_batch)  # type: ignore[arg-type]
     return ServingPlan(model=model if isinstance(model, str) else ctx.spec.name,
                        cluster=cluster if isinstance(cluster, str) else ctx.cluster.name, request=request,
                        estimate=estimate_candidate(ctx, best), alternatives=_alternatives(best, result.ranked),

@@ -134,6 +134,8 @@ class ServingRequest(BaseModel):
     kv_dtype: str
     engine: str
     disaggregation: Literal["auto", "on", "off"]
+    max_batch: int | None = None
+    """The cap on sequences per worker the request set (``--max-batch``); None: the engine's own."""
 
 
 class ServingPlan(BaseModel):

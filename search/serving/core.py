@@ -35,6 +35,9 @@ class ServingTargets:
     tpot_s: float | None = None
     disaggregation: str = "auto"
     """``auto`` tries both, ``on`` only disaggregated, ``off`` only aggregated."""
+    max_batch: int | None = None
+    """The most sequences one (aggregated or decode) worker may run at once, below what its memory and
+    the engine allow (None: no cap of the request's own)."""
 
     def met(self, ttft_s: float, tpot_s: float) -> bool:
         return (self.ttft_s is None or ttft_s <= self.ttft_s) and (self.tpot_s is None or tpot_s <= self.tpot_s)
@@ -188,7 +191,7 @@ def search_serving(hw: Hardware, shape: ModelShape, work: Workload, engine: Engi
     """Price every deployment on at most ``gpus`` GPUs; see the module docstring."""
     start = time.perf_counter()
     ctx = _Ctx(hw=hw, shape=shape, work=work, engine=engine, gpus=gpus, targets=targets)
-    fitting = [(inst, most) for inst in instances(shape, gpus, hw.cluster.gpus_per_node)
+    fitting = [(inst, min(most, targets.max_batch or most)) for inst in instances(shape, gpus, hw.cluster.gpus_per_node)
                if (most := _fits(ctx, inst)) > 0]
     points: list[Candidate] = []
     if targets.disaggregation != "on":

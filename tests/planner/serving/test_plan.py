@@ -45,6 +45,7 @@ def test_plan_file_round_trips_through_the_validator(llama_serving_plan: Serving
     (lambda d: d.update(schema_version=7), "schema_version 7"),
     (lambda d: d["request"].update(tpot_ms=1.0), "misses the target"),
     (lambda d: d.update(model="evil.py:build"), "names code to run"),
+    (lambda d: d["request"].update(max_batch=1), "over the request's max_batch 1"),
 ])
 def test_validator_refuses_a_tampered_plan(llama_serving_plan: ServingPlan, tmp_path, edit, fragment) -> None:
     data = json.loads(plan_json(llama_serving_plan))
@@ -66,7 +67,8 @@ def test_weights_that_fit_nowhere_say_by_how_much() -> None:
     assert err.value.shortfall_gib > 300
 
 
-@pytest.mark.parametrize("kwargs", [dict(ttft_ms=0), dict(tpot_ms=-5), dict(disaggregation="maybe")])
+@pytest.mark.parametrize("kwargs", [dict(ttft_ms=0), dict(tpot_ms=-5), dict(disaggregation="maybe"), dict(max_batch=0),
+                                    dict(max_batch=2.5), dict(max_batch=True)])
 def test_bad_targets_are_input_errors(kwargs) -> None:
     with pytest.raises(InputError):
         planner.serve_plan(**{**LLAMA, **kwargs})
@@ -76,3 +78,17 @@ def test_moe_plan_can_use_expert_parallelism(moe_plan: ServingPlan) -> None:
     group = moe_plan.estimate.deployment.groups[0]
     assert moe_plan.estimate.tpot_ms <= 80
     assert group.tp * group.pp * group.workers <= 16
+
+
+@pytest.mark.parametrize("disaggregation", ["off", "on"])
+def test_max_batch_caps_every_worker_and_is_echoed(llama_aggregated_plan: ServingPlan, disaggregation: str) -> None:
+    """``--max-batch`` (a load test's concurrency per instance, the engine's max-num-seqs) bounds the
+    sequences each aggregated or decode worker runs, attention-DP ranks together; the uncapped plan
+    runs more, so the cap costs throughput and is what the export passes to the engine."""
+    capped = planner.serve_plan(**{**LLAMA, "tpot_ms": None}, disaggregation=disaggregation, max_batch=8)
+    free = planner.serve_plan(**{**LLAMA, "tpot_ms": None}, disaggregation=disaggregation)
+    decode = [g for g in capped.estimate.deployment.groups if g.role != "prefill"]
+    assert decode and all(0 < g.concurrency_per_worker <= 8 for g in decode)
+    assert max(g.concurrency_per_worker for g in free.estimate.deployment.groups) > 8
+    assert capped.estimate.output_tokens_per_s_per_gpu < free.estimate.output_tokens_per_s_per_gpu
+    assert capped.request.max_batch == 8 and free.request.max_batch is None
