@@ -253,7 +253,11 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
-    recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B, and in B
+    recomputed block) are counted in A; B counts those of the layers but the head
+    (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
+    micro-batch exists; measured with torch's tracker on the differential's custom model, vocabulary
+    128 at width 32, one GPU, full recompute: the peak holds the loss's two fp32 logit buffers and no
+    gradient, 821.9 KiB, where B with the logits priced 937.9), ``end_work`` (the embedding's last gradient) in B, and in B
     the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
     them until its own backward has run, so the backward of the chunk's last layer to finish sees
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
@@ -272,7 +276,7 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
     start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
-    last = max(t.work_bytes, t.largest_layer_act_bytes)
+    last = max(t.body_work_bytes, t.largest_layer_act_bytes)  # the loss's transient came first, before any gradient
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # one chunk-micro-batch done
