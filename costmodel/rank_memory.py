@@ -34,10 +34,15 @@ parameters kept gathered) while it reduces its gradients: the fp32 reduce-scatte
 ``_fsdp_collectives.py``), one held at a time (``reduce_scatter_max_input_buffers`` 1). Measured with
 torch's tracker on the differential sweep's GPT-2 (ZeRO 1-2 over 2-4 shards): 49.6 KiB of "Reduce
 Scatter" at the peak, 4 B times the 12,704 parameters of one block."""
-FSDP2_UNIT_BYTES = 10
-"""Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
-parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
-copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``)."""
+FSDP2_UNIT_BYTES = 8
+"""Bytes per parameter of the largest FSDP2 unit while the backward runs through it, at most at once:
+its gathered bf16 parameters (2), the next unit's all-gather output, prefetched (2), and the fp32
+reduce-scatter input of the unit before it (4: ``reduce_dtype=float32``, held until the next
+reduce-scatter is issued; torch.distributed.fsdp ``FSDPParamGroup``, ``_fsdp_collectives.py``). The
+unit's own unsharded bf16 gradient (2) exists only once its parameters are resharded, when its fp32
+copy replaces the previous unit's. Measured with torch's tracker on the differential's custom model
+(ZeRO 3, pp 2 over dp 4 and cp 4 without pp): 16.7 + 16.7 + 33.4 KiB beside the second block's
+backward, 8 B times the 8,544 parameters of one block, never 10."""
 
 
 
@@ -141,17 +146,21 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
-    phase = Phase(held + t.work_bytes, grads)
+    unit = _unit_bytes(cfg, t, terms)
+    apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
+    phase = _backward_start(t, held, grads, unit if apart else None)
     if terms.grads_freed_each_step:
-        phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]))
+        phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]), unit, apart,
+                            not _keeps_gathered(cfg, terms))
     acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
+    unit = _unit_bytes(cfg, t, terms)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
         "params": d[0] + e[0] - phase.freed_params,
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _buffer_bytes(cfg, t, terms) - unit + phase.unit + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -238,10 +247,33 @@ class Phase(NamedTuple):
     """The embedding's last gradient among ``grads``, a transient the allocator's slack covers."""
     reduce_outputs: float = 0.0
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
+    unit: float = 0.0
+    """The largest sharded unit's backward working set (:func:`_unit_bytes`), where the phase holds it."""
+
+
+def _backward_start(t: RankSums, held: float, grads: float, unit: float | None) -> Phase:
+    """The start of a backward: the in-flight activations ``held``, the largest transient and the
+    sharded unit's working set (:func:`_unit_bytes`). Where the unit runs apart from the loss
+    (``EngineTerms.unit_apart_from_loss``, ``unit`` not None) the loss's transient (the head's, the
+    first of a backward) meets no gathered block, and a block's backward its unit but not the loss:
+    the larger of the two. Only where every backward reshards its units: without pipelining, or with
+    one micro-batch (``torch.distributed.pipelining`` runs the backwards before a stage's last with
+    ``set_reshard_after_backward(False)``, so a later micro-batch's loss meets every unit gathered;
+    measured on the differential's custom model at pp 2, ZeRO 3, interleaved, 8 micro-batches). The activations the layers already back-propagated have freed are not
+    taken off (an upper bound of the block's moment). Measured with torch's tracker on the
+    differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
+    backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
+    backward (8 B per parameter of one block, the loss freed), where both at once priced 391.0."""
+    if unit is None:
+        return Phase(held + t.work_bytes, grads, unit=0.0)
+    if t.work_bytes >= t.body_work_bytes + unit:
+        return Phase(held + t.work_bytes, grads)
+    return Phase(held + t.body_work_bytes, grads, unit=unit)
 
 
 def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
-                backward_end: tuple[float, float] = (0.0, 0.0)) -> Phase:
+                backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
+                sharded_at_start: bool = True) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -263,6 +295,12 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
     recomputed block counts as ``work_bytes``: issue 35).
 
+    Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
+    :func:`_keeps_gathered`), A holds no sharded gradient: the earlier micro-batches' gradients are the
+    unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
+    last micro-batch's reduce-scatters (measured with torch's tracker on the differential's custom
+    model, pp 2, ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
+
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (:func:`_backward_end_bytes`; retained >= freed).
 
@@ -274,18 +312,42 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     activations are freed, while two micro-batches of half the size peak at A, the second forward
     beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
-    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
+    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight) and sharded_at_start
+    start = _backward_start(t, held, grads if runs_more else 0.0, unit if apart else None)  # held: :func:`_held_act_bytes`
     last = max(t.body_work_bytes, t.largest_layer_act_bytes)  # the loss's transient came first, before any gradient
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
-    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # one chunk-micro-batch done
+    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained, unit)  # one chunk-micro-batch done
     return start if _held(start) >= _held(end) else end
 
 
 def _held(phase: Phase) -> float:
     """The bytes a phase adds to the rank's sharded states."""
-    return phase.acts + phase.grads + phase.reduce_outputs - phase.freed_params
+    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit - phase.freed_params
+
+
+def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether the stage's units stay gathered beside unsharded fp32 gradients for most of the step
+    (:data:`FSDP2_PP_GATHERED_BYTES`): ``EngineTerms.fsdp_keeps_gathered``, or the native runtime's
+    no-sync backwards under pipelining with more than one micro-batch
+    (``EngineTerms.nosync_keeps_gathered``; measured with torch's tracker on the differential's custom
+    model, pp 2, ZeRO 3, interleaved, 8 micro-batches: every unit of the rank gathered, 41.4 KiB, and
+    the unsharded fp32 gradients among the backward's temporaries at the peak)."""
+    return terms.fsdp_keeps_gathered or (terms.nosync_keeps_gathered and cfg.num_microbatches > 1)
+
+
+def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
+    """The largest sharded unit's working set while the backward runs through it: ZeRO-3's gathered
+    copy plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
+    :data:`FSDP2_UNIT_BYTES`), under FSDP2 ZeRO 1-2 without pipelining its fp32 reduce-scatter input
+    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); 0 where the engine keeps the stage gathered
+    (:func:`_keeps_gathered`, a buffer of the whole step)."""
+    if _keeps_gathered(cfg, terms):
+        return 0.0
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
+    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
+    return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
@@ -297,12 +359,7 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
-    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
-    zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
-    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
-        zero3 = FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
-    if terms.fsdp_keeps_gathered:
-        zero3 = FSDP2_PP_GATHERED_BYTES * t.params
+    zero3 = FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else _unit_bytes(cfg, t, terms)
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return p2p + zero3 + sp + fp8
