@@ -34,15 +34,15 @@ parameters kept gathered) while it reduces its gradients: the fp32 reduce-scatte
 ``_fsdp_collectives.py``), one held at a time (``reduce_scatter_max_input_buffers`` 1). Measured with
 torch's tracker on the differential sweep's GPT-2 (ZeRO 1-2 over 2-4 shards): 49.6 KiB of "Reduce
 Scatter" at the peak, 4 B times the 12,704 parameters of one block."""
-FSDP2_UNIT_BYTES = 8
-"""Bytes per parameter of the largest FSDP2 unit while the backward runs through it, at most at once:
-its gathered bf16 parameters (2), the next unit's all-gather output, prefetched (2), and the fp32
-reduce-scatter input of the unit before it (4: ``reduce_dtype=float32``, held until the next
-reduce-scatter is issued; torch.distributed.fsdp ``FSDPParamGroup``, ``_fsdp_collectives.py``). The
-unit's own unsharded bf16 gradient (2) exists only once its parameters are resharded, when its fp32
-copy replaces the previous unit's. Measured with torch's tracker on the differential's custom model
-(ZeRO 3, pp 2 over dp 4 and cp 4 without pp): 16.7 + 16.7 + 33.4 KiB beside the second block's
-backward, 8 B times the 8,544 parameters of one block, never 10."""
+FSDP2_UNIT_BYTES = 10
+"""Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
+parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
+copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``).
+All four meet at the end of a block's backward with a block before it on the rank (the previous
+unit's fp32 reduce-scatter input is held until the next one is issued); a rank with only two blocks
+never sees them at once (8 B measured with torch's tracker on the differential's custom model at pp 2),
+but the real-size oracle does (GPT-3 175B and Mixtral under ZeRO 3 over 64 and 8 GPUs: -3.8 % and
+-3.0 % with 8 B)."""
 
 
 
@@ -263,7 +263,7 @@ def _backward_start(t: RankSums, held: float, grads: float, unit: float | None) 
     taken off (an upper bound of the block's moment). Measured with torch's tracker on the
     differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
     backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
-    backward (8 B per parameter of one block, the loss freed), where both at once priced 391.0."""
+    backward (the unit gathered, the loss freed), where both at once priced 391.0."""
     if unit is None:
         return Phase(held + t.work_bytes, grads, unit=0.0)
     if t.work_bytes >= t.body_work_bytes + unit:
@@ -285,9 +285,9 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
-    recomputed block) are counted in A; B counts those of the layers but the head
+    recomputed block) are counted in A; with one micro-batch B counts those of the layers but the head
     (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
-    micro-batch exists; measured with torch's tracker on the differential's custom model, vocabulary
+    micro-batch exists; with more, the next micro-batch's loss meets this one's gradients; measured with torch's tracker on the differential's custom model, vocabulary
     128 at width 32, one GPU, full recompute: the peak holds the loss's two fp32 logit buffers and no
     gradient, 821.9 KiB, where B with the logits priced 937.9), ``end_work`` (the embedding's last gradient) in B, and in B
     the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
@@ -314,7 +314,10 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight) and sharded_at_start
     start = _backward_start(t, held, grads if runs_more else 0.0, unit if apart else None)  # held: :func:`_held_act_bytes`
-    last = max(t.body_work_bytes, t.largest_layer_act_bytes)  # the loss's transient came first, before any gradient
+    # with one micro-batch the loss's transient came first, before any gradient; with more, the next
+    # micro-batch's loss runs beside this one's gradients (a GPipe last stage: no earlier phase has both)
+    work = t.work_bytes if cfg.num_microbatches > 1 else t.body_work_bytes
+    last = max(work, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained, unit)  # one chunk-micro-batch done
