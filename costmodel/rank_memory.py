@@ -298,7 +298,7 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
     :func:`_keeps_gathered`), A holds no sharded gradient: the earlier micro-batches' gradients are the
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
-    last micro-batch's reduce-scatters (measured with torch's tracker on the differential's custom
+    last micro-batch's reduce-scatters, each as its unit's accumulator is freed (B prices the accumulators) (measured with torch's tracker on the differential's custom
     model, pp 2, ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
@@ -320,7 +320,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     last = max(work, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
-    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained, unit)  # one chunk-micro-batch done
+    end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
+    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, end_grads + extra_grad, freed, extra_grad, retained, unit)  # one chunk-micro-batch done
     return start if _held(start) >= _held(end) else end
 
 
