@@ -287,7 +287,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
     recomputed block) are counted in A; with one micro-batch B counts those of the layers but the head
     (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
-    micro-batch exists; with more, the next micro-batch's loss meets this one's gradients; measured with torch's tracker on the differential's custom model, vocabulary
+    micro-batch exists; a pipelined GPipe stage's next backward, its loss first, follows at once, beside
+    the gradients: there B keeps the loss's transient; measured with torch's tracker on the differential's custom model, vocabulary
     128 at width 32, one GPU, full recompute: the peak holds the loss's two fp32 logit buffers and no
     gradient, 821.9 KiB, where B with the logits priced 937.9), ``end_work`` (the embedding's last gradient) in B, and in B
     the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
@@ -314,9 +315,9 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight) and sharded_at_start
     start = _backward_start(t, held, grads if runs_more else 0.0, unit if apart else None)  # held: :func:`_held_act_bytes`
-    # with one micro-batch the loss's transient came first, before any gradient; with more, the next
-    # micro-batch's loss runs beside this one's gradients (a GPipe last stage: no earlier phase has both)
-    work = t.work_bytes if cfg.num_microbatches > 1 else t.body_work_bytes
+    # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
+    # next micro-batch's backward (its loss first) right after this one, beside its gradients
+    work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
     last = max(work, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
