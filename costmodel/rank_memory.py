@@ -220,9 +220,10 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
       unit's (priced as the largest layer, whose transient the phase holds). Measured with
       torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
       102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
-    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
-      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
-      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one (priced as
+      the largest layer), which ``post_backward`` reshards (measured with torch's tracker on the
+      differential's Llama at tp 2 x cp 2, ZeRO 1, 4 micro-batches: 4.0 of 44.6 KiB of gathered
+      parameters left at the embedding's backward, the last).
 
     Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
     more shards) the end of the backward holds less than priced without them, and is left so (an
@@ -232,7 +233,7 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
         return 0.0, 0.0
     own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
     retained = sharded_grads - own
-    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
+    freed = max(0.0, (t.params - t.largest_layer_params) * cfg.param_bytes) if cfg.zero < 3 else 0.0
     return (retained, freed) if retained > freed else (0.0, 0.0)
 
 
@@ -345,10 +346,16 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """The largest sharded unit's working set while the backward runs through it: ZeRO-3's gathered
     copy plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
     :data:`FSDP2_UNIT_BYTES`), under FSDP2 ZeRO 1-2 without pipelining its fp32 reduce-scatter input
-    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); 0 where the engine keeps the stage gathered
-    (:func:`_keeps_gathered`, a buffer of the whole step)."""
-    if _keeps_gathered(cfg, terms):
+    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); where the stage stays gathered (:func:`_keeps_gathered`, a
+    buffer of the whole step) 0 under ``EngineTerms.fsdp_keeps_gathered``, and under the native
+    runtime's no-sync backwards the last backward's fp32 reduce-scatter input, beside the fp32
+    accumulators (measured with torch's tracker on the differential's CNN at pp 4, ZeRO 3, GPipe,
+    8 micro-batches, a one-block stage: 7.1 KiB gathered and 31.4 KiB of backward temporaries, 10.8 B
+    per parameter, at its last backward)."""
+    if terms.fsdp_keeps_gathered:
         return 0.0
+    if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
+        return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
     if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
@@ -364,7 +371,7 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
-    zero3 = FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else _unit_bytes(cfg, t, terms)
+    zero3 = (FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0) + _unit_bytes(cfg, t, terms)
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return p2p + zero3 + sp + fp8

@@ -8,7 +8,7 @@ differential's tiny custom model (vocabulary 128 at width 32: the loss's logits 
 - under pipelining with several micro-batches the no-sync backwards keep the stage gathered beside
   fp32 accumulators (``costmodel.rank_memory._keeps_gathered``).
 
-At main 3c5f350 the three cases measured +14.1 %, +19.8 % and -10.9 % / +24.4 % (the sweep's d0048).
+At main 3c5f350 the three cases measured +14.1 %, +19.8 % and -4.8 % (first of two rank kinds).
 
 BUDGET: about 15 s on 2 cores (three tiny plans, one to two rank kinds each).
 """
@@ -28,7 +28,7 @@ BASE = ["--model", MODEL, "--cluster", "dgx-a100", "--global-batch", "8", "--seq
 CASES = {
     "loss-before-gradients": "--gpus 1 --tp 1 --pp 1 --zero 0 --micro-batch 8 --recompute full",
     "unit-apart-from-loss": "--gpus 4 --tp 1 --pp 1 --cp 4 --zero 3 --micro-batch 8 --recompute none",
-    "nosync-keeps-gathered": "--gpus 8 --tp 2 --pp 2 --cp 2 --zero 3 --micro-batch 4 --recompute selective --sp --schedule gpipe --stage-layers 5,2",
+    "nosync-keeps-gathered": "--gpus 4 --tp 1 --pp 2 --zero 3 --micro-batch 1 --recompute full --schedule interleaved-1f1b --vpp 2",
 }
 
 
