@@ -150,10 +150,9 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
     phase = _backward_start(t, held, grads, unit if apart else None)
     if terms.grads_freed_each_step:
-        phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]), unit, apart,
-                            not _keeps_gathered(cfg, terms))
+        end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
+        phase = _peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
     acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
-    unit = _unit_bytes(cfg, t, terms)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
         "params": d[0] + e[0] - phase.freed_params,
@@ -260,8 +259,9 @@ def _backward_start(t: RankSums, held: float, grads: float, unit: float | None) 
     the larger of the two. Only where every backward reshards its units: without pipelining, or with
     one micro-batch (``torch.distributed.pipelining`` runs the backwards before a stage's last with
     ``set_reshard_after_backward(False)``, so a later micro-batch's loss meets every unit gathered;
-    measured on the differential's custom model at pp 2, ZeRO 3, interleaved, 8 micro-batches). The activations the layers already back-propagated have freed are not
-    taken off (an upper bound of the block's moment). Measured with torch's tracker on the
+    measured on the differential's custom model at pp 2, ZeRO 3, interleaved, 8 micro-batches). The
+    activations the layers already back-propagated have freed are not taken off (an upper bound of
+    the block's moment). Measured with torch's tracker on the
     differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
     backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
     backward (the unit gathered, the loss freed), where both at once priced 391.0."""
@@ -288,10 +288,11 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
     recomputed block) are counted in A; with one micro-batch B counts those of the layers but the head
     (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
-    micro-batch exists; a pipelined GPipe stage's next backward, its loss first, follows at once, beside
-    the gradients: there B keeps the loss's transient; measured with torch's tracker on the differential's custom model, vocabulary
-    128 at width 32, one GPU, full recompute: the peak holds the loss's two fp32 logit buffers and no
-    gradient, 821.9 KiB, where B with the logits priced 937.9), ``end_work`` (the embedding's last gradient) in B, and in B
+    micro-batch exists; a pipelined GPipe stage's next backward, its loss first, follows at once,
+    beside the gradients: there B keeps the loss's transient; measured with torch's tracker on the
+    differential's custom model, vocabulary 128 at width 32, one GPU, full recompute: the peak holds
+    the loss's two fp32 logit buffers and no gradient, 821.9 KiB, where B with the logits priced
+    937.9), ``end_work`` (the embedding's last gradient) in B, and in B
     the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
     them until its own backward has run, so the backward of the chunk's last layer to finish sees
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
@@ -300,8 +301,9 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
     :func:`_keeps_gathered`), A holds no sharded gradient: the earlier micro-batches' gradients are the
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
-    last micro-batch's reduce-scatters, each as its unit's accumulator is freed (B prices the accumulators) (measured with torch's tracker on the differential's custom
-    model, pp 2, ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
+    last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
+    accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
+    ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (:func:`_backward_end_bytes`; retained >= freed).
@@ -323,7 +325,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
-    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, end_grads + extra_grad, freed, extra_grad, retained, unit)  # one chunk-micro-batch done
+    end_acts = max(held - t.act_bytes / cfg.vpp, 0.0) + last  # one chunk-micro-batch done
+    end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     return start if _held(start) >= _held(end) else end
 
 
