@@ -219,10 +219,9 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
       unit's (priced as the largest layer, whose transient the phase holds). Measured with
       torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
       102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
-    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one (priced as
-      the largest layer), which ``post_backward`` reshards (measured with torch's tracker on the
-      differential's Llama at tp 2 x cp 2, ZeRO 1, 4 micro-batches: 4.0 of 44.6 KiB of gathered
-      parameters left at the embedding's backward, the last).
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
+      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
+      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
 
     Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
     more shards) the end of the backward holds less than priced without them, and is left so (an
@@ -232,7 +231,7 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
         return 0.0, 0.0
     own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
     retained = sharded_grads - own
-    freed = max(0.0, (t.params - t.largest_layer_params) * cfg.param_bytes) if cfg.zero < 3 else 0.0
+    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
     return (retained, freed) if retained > freed else (0.0, 0.0)
 
 
