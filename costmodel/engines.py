@@ -206,6 +206,17 @@ class EngineTerms:
     activations the whole micro-batch's. Measured with check-memory on the differential sweep's
     Mixtral (4 blocks, h 32, 4 experts of f 64) at tp 2: 640.7 KiB of parameters against 352.7 KiB
     priced split over tp, the difference being half the experts at 6 B per parameter."""
+    unit_apart_from_loss: bool = False
+    """The largest sharded unit's backward working set (gathered parameters, prefetch, fp32
+    reduce-scatter input) and the loss's transient are never held at once: the loss's backward runs
+    first, before any block's parameters are gathered again (FSDP2 units per block:
+    ``costmodel.rank_memory._backward_start``)."""
+    nosync_keeps_gathered: bool = False
+    """FSDP2 ZeRO 3 under pipelining in the native runtime: the backwards before each stage's last
+    micro-batch run without gradient sync and without resharding (``torch.distributed.pipelining``
+    ``backward_maybe_with_nosync``), so from the second micro-batch on the stage's units stay gathered
+    beside their unsharded fp32 gradients, as under :attr:`fsdp_keeps_gathered`, for memory only
+    (``costmodel.rank_memory._unit_bytes``)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -251,6 +262,8 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         eager_activations=not fused or native,
         fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
+        unit_apart_from_loss=native,
+        nosync_keeps_gathered=native and cfg.zero == 3 and cfg.pp > 1,
         replicates_conv1d_blocks=native,
         replicates_experts_over_tp=native,
         unties_tied_head=native,

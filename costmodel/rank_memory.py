@@ -37,7 +37,12 @@ Scatter" at the peak, 4 B times the 12,704 parameters of one block."""
 FSDP2_UNIT_BYTES = 10
 """Bytes per parameter of the largest FSDP2 unit while it runs backward: its gathered bf16
 parameters and the next unit's, prefetched (2 + 2), its unsharded bf16 gradient (2) and the fp32
-copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``)."""
+copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp ``FSDPParamGroup``).
+All four meet at the end of a block's backward with a block before it on the rank (the previous
+unit's fp32 reduce-scatter input is held until the next one is issued); a rank with only two blocks
+never sees them at once (8 B measured with torch's tracker on the differential's custom model at pp 2),
+but the real-size oracle does (GPT-3 175B and Mixtral under ZeRO 3 over 64 and 8 GPUs: -3.8 % and
+-3.0 % with 8 B)."""
 
 
 
@@ -141,9 +146,12 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held_grad, end_work = _tp_embedding_grad_bytes(table, cfg, terms, rank)
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
-    phase = Phase(held + t.work_bytes, grads)
+    unit = _unit_bytes(cfg, t, terms)
+    apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
+    phase = _backward_start(t, held, grads, unit if apart else None)
     if terms.grads_freed_each_step:
-        phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]))
+        end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
+        phase = _peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
     acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
@@ -151,7 +159,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _buffer_bytes(cfg, t, terms) - unit + phase.unit + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -238,10 +246,34 @@ class Phase(NamedTuple):
     """The embedding's last gradient among ``grads``, a transient the allocator's slack covers."""
     reduce_outputs: float = 0.0
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
+    unit: float = 0.0
+    """The largest sharded unit's backward working set (:func:`_unit_bytes`), where the phase holds it."""
+
+
+def _backward_start(t: RankSums, held: float, grads: float, unit: float | None) -> Phase:
+    """The start of a backward: the in-flight activations ``held``, the largest transient and the
+    sharded unit's working set (:func:`_unit_bytes`). Where the unit runs apart from the loss
+    (``EngineTerms.unit_apart_from_loss``, ``unit`` not None) the loss's transient (the head's, the
+    first of a backward) meets no gathered block, and a block's backward its unit but not the loss:
+    the larger of the two. Only where every backward reshards its units: without pipelining, or with
+    one micro-batch (``torch.distributed.pipelining`` runs the backwards before a stage's last with
+    ``set_reshard_after_backward(False)``, so a later micro-batch's loss meets every unit gathered;
+    measured on the differential's custom model at pp 2, ZeRO 3, interleaved, 8 micro-batches). The
+    activations the layers already back-propagated have freed are not taken off (an upper bound of
+    the block's moment). Measured with torch's tracker on the
+    differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
+    backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
+    backward (the unit gathered, the loss freed), where both at once priced 391.0."""
+    if unit is None:
+        return Phase(held + t.work_bytes, grads, unit=0.0)
+    if t.work_bytes >= t.body_work_bytes + unit:
+        return Phase(held + t.work_bytes, grads)
+    return Phase(held + t.body_work_bytes, grads, unit=unit)
 
 
 def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
-                backward_end: tuple[float, float] = (0.0, 0.0)) -> Phase:
+                backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
+                sharded_at_start: bool = True) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -253,11 +285,24 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
-    recomputed block) are counted in both, ``end_work`` (the embedding's last gradient) in B, and in B
+    recomputed block) are counted in A; with one micro-batch B counts those of the layers but the head
+    (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
+    micro-batch exists; a pipelined GPipe stage's next backward, its loss first, follows at once,
+    beside the gradients: there B keeps the loss's transient; measured with torch's tracker on the
+    differential's custom model, vocabulary 128 at width 32, one GPU, full recompute: the peak holds
+    the loss's two fp32 logit buffers and no gradient, 821.9 KiB, where B with the logits priced
+    937.9), ``end_work`` (the embedding's last gradient) in B, and in B
     the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
     them until its own backward has run, so the backward of the chunk's last layer to finish sees
     them beside every gradient (without this, B priced no recompute below selective recompute, whose
     recomputed block counts as ``work_bytes``: issue 35).
+
+    Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
+    :func:`_keeps_gathered`), A holds no sharded gradient: the earlier micro-batches' gradients are the
+    unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
+    last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
+    accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
+    ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (:func:`_backward_end_bytes`; retained >= freed).
@@ -270,18 +315,53 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     activations are freed, while two micro-batches of half the size peak at A, the second forward
     beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
-    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
-    start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
-    last = max(t.work_bytes, t.largest_layer_act_bytes)
+    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight) and sharded_at_start
+    start = _backward_start(t, held, grads if runs_more else 0.0, unit if apart else None)  # held: :func:`_held_act_bytes`
+    # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
+    # next micro-batch's backward (its loss first) right after this one, beside its gradients
+    work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
+    last = max(work, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
-    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # one chunk-micro-batch done
+    end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
+    end_acts = max(held - t.act_bytes / cfg.vpp, 0.0) + last  # one chunk-micro-batch done
+    end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     return start if _held(start) >= _held(end) else end
 
 
 def _held(phase: Phase) -> float:
     """The bytes a phase adds to the rank's sharded states."""
-    return phase.acts + phase.grads + phase.reduce_outputs - phase.freed_params
+    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit - phase.freed_params
+
+
+def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether the stage's units stay gathered beside unsharded fp32 gradients for most of the step
+    (:data:`FSDP2_PP_GATHERED_BYTES`): ``EngineTerms.fsdp_keeps_gathered``, or the native runtime's
+    no-sync backwards under pipelining with more than one micro-batch
+    (``EngineTerms.nosync_keeps_gathered``; measured with torch's tracker on the differential's custom
+    model, pp 2, ZeRO 3, interleaved, 8 micro-batches: every unit of the rank gathered, 41.4 KiB, and
+    the unsharded fp32 gradients among the backward's temporaries at the peak)."""
+    return terms.fsdp_keeps_gathered or (terms.nosync_keeps_gathered and cfg.num_microbatches > 1)
+
+
+def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
+    """The largest sharded unit's working set while the backward runs through it: ZeRO-3's gathered
+    copy plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
+    :data:`FSDP2_UNIT_BYTES`), under FSDP2 ZeRO 1-2 without pipelining its fp32 reduce-scatter input
+    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); where the stage stays gathered (:func:`_keeps_gathered`, a
+    buffer of the whole step) 0 under ``EngineTerms.fsdp_keeps_gathered``, and under the native
+    runtime's no-sync backwards the last backward's fp32 reduce-scatter input, beside the fp32
+    accumulators (measured with torch's tracker on the differential's CNN at pp 4, ZeRO 3, GPipe,
+    8 micro-batches, a one-block stage: 7.1 KiB gathered and 31.4 KiB of backward temporaries, 10.8 B
+    per parameter, at its last backward)."""
+    if terms.fsdp_keeps_gathered:
+        return 0.0
+    if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
+        return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
+    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
+    return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
@@ -293,12 +373,7 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
     p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
-    unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
-    zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
-    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
-        zero3 = FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
-    if terms.fsdp_keeps_gathered:
-        zero3 = FSDP2_PP_GATHERED_BYTES * t.params
+    zero3 = (FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0) + _unit_bytes(cfg, t, terms)
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return p2p + zero3 + sp + fp8

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.local import LayerCost, LocalConfig
-from costmodel.specs import ParallelConfig
+from costmodel.specs import HeadLayer, ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable
 
 _SUMMED = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
@@ -41,6 +41,10 @@ class RankSums:
     largest_layer_params: float
     boundary_bytes: float
     """Largest activation the rank sends to the next stage per micro-batch."""
+    body_work_bytes: float = 0.0
+    """Largest transient activation of any layer on the rank but the output head: what can meet every
+    gradient at the end of a backward (``costmodel.rank_memory._peak_phase``). The head's transient (the
+    loss over the logits) is the first of a micro-batch's backward, before its gradients exist."""
     largest_layer_act_bytes: float = 0.0
     """Activations the rank's largest layer stores per micro-batch: what a layer still holds while
     its own backward runs (``costmodel.rank_memory._peak_phase``, the end of a backward)."""
@@ -148,16 +152,18 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
 
 
 def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
-                 act: np.ndarray) -> list[tuple[float, float, float, float]]:
+                 act: np.ndarray, present: np.ndarray) -> list[tuple[float, float, float, float, float]]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
-    layer's stored activations) of each rank type, memoised per fold, key costs and tokens (the
-    objects live in ``table.memo``)."""
+    layer's stored activations, largest transient but the head's) of each rank type, memoised per
+    fold, key costs and tokens (the objects live in ``table.memo``)."""
     key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
+        body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
-             max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0))
+             max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
+             max((body[j] for j in used), default=0.0))
             for used, ends in zip(fold.used, fold.boundaries)
         ]
     return hit
@@ -173,11 +179,11 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     sums = (fold.counts @ matrix).tolist()
     n = len(_SUMMED)
     act = matrix[:, _SUMMED.index("act_bytes")]
-    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act)
+    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
-                 largest_layer_act_bytes=a, chunk_act_bytes=c)
-        for row, (w, p, b, a), c in zip(sums, extras, chunk_acts)
+                 body_work_bytes=bw, largest_layer_act_bytes=a, chunk_act_bytes=c)
+        for row, (w, p, b, a, bw), c in zip(sums, extras, chunk_acts)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
