@@ -206,6 +206,12 @@ class EngineTerms:
     activations the whole micro-batch's. Measured with check-memory on the differential sweep's
     Mixtral (4 blocks, h 32, 4 experts of f 64) at tp 2: 640.7 KiB of parameters against 352.7 KiB
     priced split over tp, the difference being half the experts at 6 B per parameter."""
+    pp_keeps_logits: bool = False
+    """Under pipelining the last stage's bf16 logits stay referenced from its forward until its
+    backward has run: ``PipelineStage.forward_one_chunk`` keeps every stage's output in ``fwd_cache``
+    for the backward, which pops it only then (torch 2.13 pipelining/stage.py), so the loss's
+    transient and a GPipe stage's held losses include them (2 B per logit; torchtitan's ``del pred``
+    before backward applies without pipelining only)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -251,6 +257,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         eager_activations=not fused or native,
         fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
+        pp_keeps_logits=eager_memory and cfg.pp > 1,
         replicates_conv1d_blocks=native,
         replicates_experts_over_tp=native,
         unties_tied_head=native,

@@ -9,8 +9,9 @@ from typing import NamedTuple
 
 from costmodel.engines import EngineTerms, engine_terms
 from costmodel.memory import (
-    GIB, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
+    GIB, LOSS_SAVED_BYTES_PER_LOGIT, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
 )
+from costmodel.local import ACT_BYTES
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, ParallelConfig
@@ -99,6 +100,22 @@ def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) 
     return flight * t.act_bytes
 
 
+def p2p_buffer_bytes(cfg: ParallelConfig, recv: float, send: float) -> float:
+    """Pipeline receive buffers: ``torch.distributed.pipelining.PipelineStage`` allocates, at the
+    first step and for good, one buffer per micro-batch for each chunk's input (all chunks but the
+    pipeline's first; the forward takes it as its leaf input) and one per micro-batch for each
+    chunk's output gradient (all but the last): torch 2.13 pipelining/stage.py
+    ``_setup_forward_recv_info`` and ``_create_grad_recv_info``, ``n_microbatches`` each. ``recv``
+    and ``send``: the rank's received and sent bytes per micro-batch over its chunks
+    (``RankSums.recv_bytes``, ``send_bytes``). Measured with torch's tracker on the differential
+    sweep's GPT-2 (dp 2, pp 4, ZB-H1, one micro-batch of 4): the first stage holds one 4 KiB gradient
+    buffer, where 4 boundaries (16 KiB) were priced before. A chunk whose first op saves its input in
+    the dtype it arrives in (a LayerNorm, a checkpointed block) keeps the buffer as an activation too,
+    which the activations count again: an over-estimate of one boundary per in-flight micro-batch;
+    RMSNorm (eager, as the runtime runs it) saves an fp32 copy instead, so nothing is counted twice."""
+    return cfg.num_microbatches * (recv + send) if cfg.pp > 1 else 0.0
+
+
 def forward_end_activation_bytes(cfg: ParallelConfig, t: RankSums, rank: int) -> float:
     """Activation bytes the rank holds at the end of its forwards (phase A of :func:`_peak_phase`):
     the in-flight micro-batches and the largest transient. This grows with the micro-batch at any
@@ -120,7 +137,8 @@ def _gpipe_loss_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: 
     if cfg.schedule != "gpipe":
         return 0.0
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
-    return held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
+    per_logit = LOSS_SAVED_BYTES_PER_LOGIT + (ACT_BYTES if engine_terms_memo(table, cfg).pp_keeps_logits else 0)
+    return held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight, per_logit)
 
 
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
@@ -129,7 +147,7 @@ def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, ran
     sharded over their groups), activations of the in-flight micro-batches plus the largest
     transient (at the peak phase, :func:`_peak_phase`, where the engine frees gradients every step)
     and, on a GPipe last stage, the other micro-batches' losses (``costmodel.memory.held_loss_bytes``),
-    communication buffers (:func:`_buffer_bytes`)."""
+    communication buffers (:func:`_buffer_bytes`, :func:`p2p_buffer_bytes`)."""
     return rank_parts(table, cfg, t, rank)[0]
 
 
@@ -151,7 +169,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _buffer_bytes(cfg, t, terms) + p2p_buffer_bytes(cfg, t.recv_bytes, t.send_bytes) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -248,8 +266,10 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
     or in a pipeline rank that holds every micro-batch it runs; all of them otherwise: the runtime
     reduces each micro-batch's gradients into the sharded ones, and a pipeline's steady state runs a
-    forward after the first backward). B, the end of a backward: every gradient, with one micro-batch
-    fewer in flight. Between them activations are freed layer by layer while the layer's gradients
+    forward after the first backward; under interleaving, after the backward that gives the last
+    chunk its gradients: :func:`_backwards_to_all_grads`). B, the end of that backward: every
+    gradient, with one micro-batch fewer in flight (interleaved: the chunk-micro-batches freed by
+    then). Between them activations are freed layer by layer while the layer's gradients
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
@@ -270,13 +290,30 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     activations are freed, while two micro-batches of half the size peak at A, the second forward
     beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
-    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight)
+    left, done = _backwards_to_all_grads(cfg, flight)
+    runs_more = left >= done  # a forward follows the backward that completes the gradients
     start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
     last = max(t.work_bytes, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
-    end = Phase(max(held - t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # one chunk-micro-batch done
+    done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
+    end = Phase(max(held - done * t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # the backwards completing the gradients done
     return start if _held(start) >= _held(end) else end
+
+
+def _backwards_to_all_grads(cfg: ParallelConfig, flight: float) -> tuple[int, int]:
+    """(chunk forwards left after the warm-up, backwards until every local chunk has gradients).
+
+    A rank holds gradients of all its chunks only once each has run a backward: backward ``j`` runs
+    chunk ``v - 1 - (j // pp) mod v`` (``costmodel.memory.interleaved_held_act_bytes``), so after
+    ``(v - 1) pp + 1`` backwards; one without interleaving. In the steady state a forward follows each
+    backward while forwards are left (``planner.runtime.memcheck.step.schedule_actions``, measured
+    with torch's tracker on the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the
+    rank's peak is its first backward, with no gradient yet, where every chunk's gradient was priced
+    beside three of its four chunk-micro-batches)."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    held = round(flight * v)
+    return cfg.num_microbatches * v - held, (v - 1) * cfg.pp + 1
 
 
 def _held(phase: Phase) -> float:
@@ -285,14 +322,13 @@ def _held(phase: Phase) -> float:
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
+    """Communication buffers (the pipeline's receive buffers apart, :func:`p2p_buffer_bytes`): ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
     adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`;
     under ZeRO 1-2 without pipelining the fp32 copy alone, :data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
     the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
-    p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
     if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
@@ -301,4 +337,4 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
         zero3 = FSDP2_PP_GATHERED_BYTES * t.params
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
-    return p2p + zero3 + sp + fp8
+    return zero3 + sp + fp8
