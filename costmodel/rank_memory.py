@@ -266,8 +266,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
     or in a pipeline rank that holds every micro-batch it runs; all of them otherwise: the runtime
     reduces each micro-batch's gradients into the sharded ones, and a pipeline's steady state runs a
-    forward after the first backward; under interleaving, after the backward that gives the last
-    chunk its gradients: :func:`_backwards_to_all_grads`). B, the end of that backward: every
+    forward after the first backward; under interleaving, the gradients of the chunks that have run
+    a backward by then: :func:`_grad_share`). B, the end of that backward: every
     gradient, with one micro-batch fewer in flight (interleaved: the chunk-micro-batches freed by
     then). Between them activations are freed layer by layer while the layer's gradients
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
@@ -291,8 +291,7 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     left, done = _backwards_to_all_grads(cfg, flight)
-    runs_more = left >= done  # a forward follows the backward that completes the gradients
-    start = Phase(held + t.work_bytes, grads if runs_more else 0.0)  # held: the in-flight activations (:func:`_held_act_bytes`)
+    start = Phase(held + t.work_bytes, grads * _grad_share(cfg, t, left))  # held: the in-flight activations (:func:`_held_act_bytes`)
     last = max(t.work_bytes, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
@@ -314,6 +313,21 @@ def _backwards_to_all_grads(cfg: ParallelConfig, flight: float) -> tuple[int, in
     v = cfg.vpp if cfg.pp > 1 else 1
     held = round(flight * v)
     return cfg.num_microbatches * v - held, (v - 1) * cfg.pp + 1
+
+
+def _grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
+    """Share of the rank's gradients that exist when a steady-state forward holds a full warm-up of
+    micro-batches: those of the chunks that have run a backward before it (backward ``j`` on chunk
+    ``v - 1 - (j // pp) mod v``, one forward after each while ``left`` remain; weighted by
+    ``RankSums.chunk_params``); all or none without interleaving. Measured with torch's tracker on
+    the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the last rank peaks at its
+    second loss backward beside the gradients of its last chunk only."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    if v == 1 or not t.chunk_params or left < 1:
+        return 1.0 if left >= 1 else 0.0
+    ran = {v - 1 - (j // cfg.pp) % v for j in range(min(left, (v - 1) * cfg.pp + 1))}
+    total = sum(t.chunk_params)
+    return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
 
 
 def _held(phase: Phase) -> float:

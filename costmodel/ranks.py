@@ -53,6 +53,10 @@ class RankSums:
     """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
     interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
     unequal numbers (``costmodel.memory.interleaved_held_act_bytes``)."""
+    chunk_params: tuple[float, ...] = ()
+    """Parameters of each of the rank's chunks (experts included), in chunk order, under an
+    interleaved schedule (empty otherwise): whose gradients exist after the first backwards
+    (``costmodel.rank_memory._grad_share``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -192,9 +196,11 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     act = matrix[:, _SUMMED.index("act_bytes")]
     extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
+    weights = matrix[:, _SUMMED.index("params")]  # experts included
+    chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
-                 largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c)
-        for row, (w, p, b, a, i, o), c in zip(sums, extras, chunk_acts)
+                 largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c, chunk_params=q)
+        for row, (w, p, b, a, i, o), c, q in zip(sums, extras, chunk_acts, chunk_params)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
