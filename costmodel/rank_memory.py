@@ -44,7 +44,8 @@ copy reduce-scattered with ``reduce_dtype=float32`` (4) (torch.distributed.fsdp 
 
 def engine_terms_memo(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
     """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
-    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward, cfg.grad_accum_fusion)
+    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.num_microbatches > 1, cfg.tp_async_backward,
+           cfg.grad_accum_fusion)
     hit = table.memo.get(key)
     if hit is None:
         hit = table.memo[key] = engine_terms(cfg)
@@ -94,10 +95,15 @@ def _flight(cfg: ParallelConfig, rank: int) -> float:
 def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) -> float:
     """Activation bytes of the in-flight micro-batches at the rank's peak: ``flight`` whole stages, or
     under interleaving with chunks of unequal depth the schedule's own largest held set
-    (``costmodel.memory.interleaved_held_act_bytes``)."""
+    (``costmodel.memory.interleaved_held_act_bytes``), with the output each in-flight chunk-micro-batch
+    sends on: ``PipelineStage.forward_one_chunk`` keeps it in ``fwd_cache`` until that backward (torch
+    2.13 pipelining/stage.py), where no layer of the chunk keeps it (``RankSums.send_bytes``; measured
+    with torch's tracker on the differential sweep's embedding-only first stages: the 4 KiB embedding
+    output held at the peak, unpriced before)."""
+    sent = flight * t.send_bytes
     if cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and t.chunk_act_bytes and not cfg.offload_activations:
-        return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches)
-    return flight * t.act_bytes
+        return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches) + sent
+    return flight * t.act_bytes + sent
 
 
 def p2p_buffer_bytes(cfg: ParallelConfig, recv: float, send: float) -> float:
@@ -162,6 +168,9 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     phase = Phase(held + t.work_bytes, grads)
     if terms.grads_freed_each_step:
         phase = _peak_phase(cfg, t, flight, held, grads, end_work, _backward_end_bytes(cfg, t, terms, d[1] + e[1]))
+        first = _first_reduce(cfg, t, terms, held)
+        if first is not None and _held(first) > _held(phase):
+            phase = first
     acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
@@ -218,6 +227,32 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     if terms.pp_unsharded_grads:
         return 4 * table_elems * (1 - 1 / cfg.tp), 2 * table_elems
     return 0.0, 6 * table_elems
+
+
+PP_ZERO0_REDUCE_UNIT_BYTES = (4, 6)
+"""(gradient, buffer) bytes per parameter of the first FSDP2 unit a pipeline stage reduces under ZeRO 0
+with one micro-batch: its fp32 reduce output, the sharded gradient of a one-shard HSDP mesh (4), and
+its bf16 unsharded gradient with the fp32 reduce-scatter input ``foreach_reduce`` copies it into
+(2 + 4; ``reduce_dtype=float32``, torch 2.13 ``_fsdp_collectives.py``). Measured with torch's tracker
+on the differential sweep's Mixtral at pp 2, dp 2, ZeRO 0 (case d0091, the embedding-only first
+stage, 4,096 parameters): 8 KiB of bf16 gradient and 16 + 16 KiB of fp32 reduce buffers at the peak."""
+
+
+def _first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: float) -> Phase | None:
+    """The reduce of the first unit a pipeline stage's only backward finishes, under the native
+    runtime's ZeRO 0 (FSDP2 HSDP with one shard: planner.runtime.fsdp) with one micro-batch: every
+    micro-batch in flight but that unit's activations, beside :data:`PP_ZERO0_REDUCE_UNIT_BYTES` of
+    the largest layer (the unit; no gradient yet but its own), whose gathered bf16 parameters the
+    last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
+    parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
+    the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
+    1-2 price their unit's reduce-scatter input among the buffers."""
+    if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
+        return None
+    grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES
+    acts = max(held - t.largest_layer_act_bytes, 0.0)
+    unit = t.largest_layer_params
+    return Phase(acts, grad * unit, freed_params=cfg.param_bytes * unit, reduce_outputs=buffer * unit)
 
 
 def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float]:
@@ -296,7 +331,7 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
-    end = Phase(max(held - done * t.act_bytes / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # the backwards completing the gradients done
+    end = Phase(max(held - done * (t.act_bytes + t.send_bytes) / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # the backwards completing the gradients done
     return start if _held(start) >= _held(end) else end
 
 
