@@ -310,10 +310,15 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
                     tracker.memory_tracking.pop(stage, None)
                     with _loss_context(build):
                         out = stage(_inputs(build, act.chunk, act.micro, plan, buffers, task))
-                        # the stage's output stays in ``PipelineStage.fwd_cache`` until its backward, the
-                        # last stage's logits too (stage.py ``forward_one_chunk``)
-                        held[key] = (_loss(build, out, task.placeholder_labels(out), task), out) \
-                            if build.chunks[act.chunk] == last_chunk else (out,)
+                        # a pipeline stage's output stays in ``PipelineStage.fwd_cache`` until its
+                        # backward, the last stage's logits too (stage.py ``forward_one_chunk``); without
+                        # pipelining the runtime drops the logits once the loss is computed
+                        if build.chunks[act.chunk] == last_chunk:
+                            loss = _loss(build, out, task.placeholder_labels(out), task)
+                            held[key] = (loss, out) if plan.mesh.pp > 1 else (loss,)
+                            del loss
+                        else:
+                            held[key] = (out,)
                     del out
                     continue
                 out = held.pop(key)
