@@ -245,10 +245,8 @@ def _first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: fl
     the largest layer (the unit; no gradient yet but its own), whose gathered bf16 parameters the
     last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
     parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
-    the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``); under
-    ZeRO 1-2 the phase that holds every gradient beside the largest layer's activations (B of
-    :func:`_peak_phase`) already prices above it (the sweep's Llama at pp 4, ZeRO 1, d0037's first
-    stage: +10.7 % with the unit's reduce-scatter input added, +7.6 % without)."""
+    the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
+    1-2 price their unit's reduce-scatter input among the buffers (:func:`_buffer_bytes`)."""
     if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
         return None
     grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES
@@ -382,7 +380,7 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
     parameters: an upper bound, since the embedding and head stay bf16)."""
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     zero3 = unit * t.largest_layer_params if cfg.zero == 3 else 0.0
-    if terms.fsdp2_low_zero and cfg.pp == 1:  # pipelined with one micro-batch: see _first_reduce
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:  # also a pipeline stage's only backward
         zero3 = FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     if terms.fsdp_keeps_gathered:
         zero3 = FSDP2_PP_GATHERED_BYTES * t.params
