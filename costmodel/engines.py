@@ -209,6 +209,11 @@ class EngineTerms:
     activations the whole micro-batch's. Measured with check-memory on the differential sweep's
     Mixtral (4 blocks, h 32, 4 experts of f 64) at tp 2: 640.7 KiB of parameters against 352.7 KiB
     priced split over tp, the difference being half the experts at 6 B per parameter."""
+    torch_pipelining: bool = False
+    """Pipelining runs as ``torch.distributed.pipelining`` (torchtitan, the native runtime): receive
+    buffers are allocated once per micro-batch and chunk (``costmodel.rank_memory.p2p_buffer_bytes``)
+    and each stage output stays in ``fwd_cache`` until its backward; Megatron-LM and DeepSpeed
+    receive into a fresh tensor per exchange (priced as two boundaries each way)."""
     pp_keeps_logits: bool = False
     """Under pipelining the last stage's bf16 logits stay referenced from its forward until its
     backward has run: ``PipelineStage.forward_one_chunk`` keeps every stage's output in ``fwd_cache``
@@ -261,6 +266,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         fsdp2_low_zero=eager_memory and cfg.zero in (1, 2),
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         pp_keeps_logits=eager_memory and cfg.pp > 1,
+        torch_pipelining=eager_memory and cfg.pp > 1,
         replicates_conv1d_blocks=native,
         replicates_experts_over_tp=native,
         unties_tied_head=native,

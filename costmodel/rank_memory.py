@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from costmodel.engines import EngineTerms, engine_terms
+from costmodel.engines import RUNTIME_MEMORY_ENGINES, EngineTerms, engine_terms
 from costmodel.memory import (
     GIB, LOSS_SAVED_BYTES_PER_LOGIT, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
 )
@@ -100,10 +100,18 @@ def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) 
     2.13 pipelining/stage.py), where no layer of the chunk keeps it (``RankSums.send_bytes``; measured
     with torch's tracker on the differential sweep's embedding-only first stages: the 4 KiB embedding
     output held at the peak, unpriced before)."""
-    sent = flight * t.send_bytes
+    sent = flight * t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # EngineTerms.torch_pipelining
     if cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and t.chunk_act_bytes and not cfg.offload_activations:
         return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches) + sent
     return flight * t.act_bytes + sent
+
+
+def _p2p_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
+    """Pipeline receive buffers: :func:`p2p_buffer_bytes` under torch pipelining
+    (``EngineTerms.torch_pipelining``), else send and receive, two each way, of the largest boundary."""
+    if terms.torch_pipelining:
+        return p2p_buffer_bytes(cfg, t.recv_bytes, t.send_bytes)
+    return 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
 
 
 def p2p_buffer_bytes(cfg: ParallelConfig, recv: float, send: float) -> float:
@@ -178,7 +186,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) + p2p_buffer_bytes(cfg, t.recv_bytes, t.send_bytes) + phase.reduce_outputs,
+        "buffers": _buffer_bytes(cfg, t, terms) + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -331,7 +339,8 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
-    end = Phase(max(held - done * (t.act_bytes + t.send_bytes) / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # the backwards completing the gradients done
+    sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs :func:`_held_act_bytes` holds
+    end = Phase(max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last, grads + extra_grad, freed, extra_grad, retained)  # the backwards completing the gradients done
     return start if _held(start) >= _held(end) else end
 
 
