@@ -139,7 +139,10 @@ class EngineTerms:
     """Under pipelining gradients accumulate unsharded across a step's micro-batches and are
     reduce-scattered once, after the last (FSDP2 ``set_requires_gradient_sync(False)`` until the last
     backward: ``PipelineStage.backward_maybe_with_nosync``, torch/distributed/pipelining/stage.py;
-    torchtitan), so ZeRO 1 and 2 hold whole gradients in the reduce dtype."""
+    torchtitan), so ZeRO 1 and 2 hold whole gradients in the reduce dtype. With one micro-batch the
+    only backward is the last: it reduces unit by unit as without pipelining (measured with torch's
+    tracker on the differential sweep's CNN at pp 2, dp 4, ZeRO 1, one micro-batch: 4.8 KiB of
+    gradients at the peak where 33.2 KiB of whole fp32 gradients were priced)."""
     tp_embedding_full_grad: bool = False
     """Under TP the vocabulary-parallel embedding's weight gradient is computed at the full vocabulary
     on every TP rank: DTensor's embedding rule (``RowwiseParallel`` on the table, masked ids,
@@ -217,6 +220,17 @@ class EngineTerms:
     ``backward_maybe_with_nosync``), so from the second micro-batch on the stage's units stay gathered
     beside their unsharded fp32 gradients, as under :attr:`fsdp_keeps_gathered`, for memory only
     (``costmodel.rank_memory._unit_bytes``)."""
+    torch_pipelining: bool = False
+    """Pipelining runs as ``torch.distributed.pipelining`` (torchtitan, the native runtime): receive
+    buffers are allocated once per micro-batch and chunk (``costmodel.rank_memory.p2p_buffer_bytes``)
+    and each stage output stays in ``fwd_cache`` until its backward; Megatron-LM and DeepSpeed
+    receive into a fresh tensor per exchange (priced as two boundaries each way)."""
+    pp_keeps_logits: bool = False
+    """Under pipelining the last stage's bf16 logits stay referenced from its forward until its
+    backward has run: ``PipelineStage.forward_one_chunk`` keeps every stage's output in ``fwd_cache``
+    for the backward, which pops it only then (torch 2.13 pipelining/stage.py), so the loss's
+    transient and a GPipe stage's held losses include them (2 B per logit; torchtitan's ``del pred``
+    before backward applies without pipelining only)."""
     fsdp_keeps_gathered: bool = False
     """FSDP2 under pipelining keeps each stage's parameters gathered for the whole step and reduces
     gradients once, after the last micro-batch (torchtitan: ``reshard_after_forward=False`` with PP,
@@ -254,7 +268,7 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         grads_freed_each_step=eager_memory,
         zero1_shards_grads=eager_memory,
         hsdp_backward_end=native and cfg.pp == 1,
-        pp_unsharded_grads=eager_memory and cfg.pp > 1,
+        pp_unsharded_grads=eager_memory and cfg.pp > 1 and cfg.num_microbatches > 1,
         tp_embedding_full_grad=eager_memory,
         sp_saves_gathered_inputs=eager_memory,
         sac_caches_unread_outputs=eager_memory and (not fused or native),
@@ -264,6 +278,8 @@ def engine_terms(cfg: ParallelConfig) -> EngineTerms:
         fsdp_keeps_gathered=titan and cfg.zero == 3 and cfg.pp > 1,
         unit_apart_from_loss=native,
         nosync_keeps_gathered=native and cfg.zero == 3 and cfg.pp > 1,
+        pp_keeps_logits=eager_memory and cfg.pp > 1,
+        torch_pipelining=eager_memory and cfg.pp > 1,
         replicates_conv1d_blocks=native,
         replicates_experts_over_tp=native,
         unties_tied_head=native,

@@ -10,9 +10,10 @@ from costmodel.local import LayerCost, LocalConfig
 from costmodel.specs import ClusterSpec, EmbeddingLayer, HeadLayer, Layer, NormLayer, TransformerLayer
 
 
-def layer_cost(layer: Layer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
+def layer_cost(layer: Layer, cfg: LocalConfig, cluster: ClusterSpec, transformers_norm: bool = False) -> LayerCost:
     """Cost of ``layer`` for one micro-batch on one GPU under ``cfg``; a layer with a
-    ``fixed_seq_len`` (a speech encoder) is costed at its own length, not the request's."""
+    ``fixed_seq_len`` (a speech encoder) is costed at its own length, not the request's;
+    ``transformers_norm``: a final norm is transformers' own (``costmodel.layer_other.norm_cost``)."""
     fixed = getattr(layer, "fixed_seq_len", 0)
     if fixed:
         cfg = replace(cfg, seq_len=fixed)
@@ -27,5 +28,5 @@ def layer_cost(layer: Layer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCos
     if isinstance(layer, HeadLayer):
         return head_cost(layer, cfg, cluster)
     if isinstance(layer, NormLayer):
-        return norm_cost(layer, cfg, cluster)
+        return norm_cost(layer, cfg, cluster, transformers_norm)
     return generic_cost(layer, cfg, cluster)

@@ -54,12 +54,26 @@ def embedding_cost(layer: EmbeddingLayer, cfg: LocalConfig, cluster: ClusterSpec
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, 0.0, params, tok_h * ACT_BYTES / cfg.sp_div)
 
 
-def norm_cost(layer: NormLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
-    """A final norm: read and write b·s·h (÷t under SP); it stores its input."""
+EAGER_RMSNORM_BYTES = {False: 8, True: 6}
+"""Bytes per element an eager RMSNorm keeps for backward in bf16, by whether it is transformers' own
+(``LlamaRMSNorm`` and kin: the fp32 input and the bf16 normalised tensor, 4 + 2) or ``torch.nn.RMSNorm``
+(the fp32 input and the fp32 normalised product, 4 + 4), beside 4 B per token of fp32 statistics
+(not priced): measured with saved-tensor hooks on the final norms of the differential sweep's Llama
+and Mixtral (transformers, 6.14 B per element at h 32) and of ``planner.runtime.models`` (8.14);
+``costmodel.memory.eager_block_extra_bytes`` prices a block's norms the same way. A LayerNorm keeps
+its bf16 input (``native_layer_norm``): 2."""
+
+
+def norm_cost(layer: NormLayer, cfg: LocalConfig, cluster: ClusterSpec, transformers_norm: bool = False) -> LayerCost:
+    """A final norm: read and write b·s·h (÷t under SP); it stores its input, or, an RMSNorm run
+    eagerly (``EngineTerms.eager_activations``), :data:`EAGER_RMSNORM_BYTES` per element
+    (``transformers_norm``: the model's blocks are transformers' own)."""
     tok_h = cfg.tokens * layer.hidden_size / cfg.sp_div
     fwd = memory_time(cluster, 2 * ACT_BYTES * tok_h)
     params = float(layer_params(layer))
-    return _record(fwd, 2 * fwd, 0.0, _zero3(params, cfg, cluster), ACT_BYTES * tok_h, 0.0, params, ACT_BYTES * tok_h)
+    eager = layer.norm == "rmsnorm" and cfg.terms is not None and cfg.terms.eager_activations
+    act = (EAGER_RMSNORM_BYTES[transformers_norm] if eager else ACT_BYTES) * tok_h
+    return _record(fwd, 2 * fwd, 0.0, _zero3(params, cfg, cluster), act, 0.0, params, ACT_BYTES * tok_h)
 
 
 def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
@@ -85,6 +99,8 @@ def head_cost(layer: HeadLayer, cfg: LocalConfig, cluster: ClusterSpec) -> Layer
         params = layer.vocab_size * layer.hidden_size / cfg.tp  # the head's own copy (EngineTerms.unties_tied_head)
     act = cfg.tokens * layer.hidden_size * ACT_BYTES / cfg.sp_div
     per_logit = (terms.logit_work_bytes_tp if cfg.tp > 1 else terms.logit_work_bytes) if terms is not None else LOGIT_BYTES + ACT_BYTES
+    if terms is not None and terms.pp_keeps_logits:  # the bf16 logits, still in the stage's fwd_cache
+        per_logit += ACT_BYTES
     work = logits * per_logit
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, 0.0)
 

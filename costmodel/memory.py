@@ -216,16 +216,19 @@ output) or the fp32 softmax (Megatron-LM ``_VocabParallelCrossEntropy.forward``,
 ``ctx.save_for_backward(exp_logits, ...)``)."""
 
 
-def held_loss_bytes(model: ModelSpec, tokens: float, tp: int, schedule: str, rank: int, pp: int, flight: float) -> float:
+def held_loss_bytes(model: ModelSpec, tokens: float, tp: int, schedule: str, rank: int, pp: int, flight: float,
+                    per_logit: float = LOSS_SAVED_BYTES_PER_LOGIT) -> float:
     """Bytes of the losses a GPipe last stage holds beside the one it is back-propagating: every
     micro-batch's forward, loss included, runs before the first backward (Huang et al. 2019, GPipe
     §2.2), so the other ``m - 1`` keep their :data:`LOSS_SAVED_BYTES_PER_LOGIT` per logit
     (``tokens · V / t`` logits each) until their backward. 1F1B's last stage runs each micro-batch's
-    backward right after its forward: nothing more than the one transient the head already counts."""
+    backward right after its forward: nothing more than the one transient the head already counts.
+    ``per_logit``: what a held loss keeps per logit (its bf16 logits too where the pipeline keeps them,
+    ``costmodel.engines.EngineTerms.pp_keeps_logits``)."""
     if schedule != "gpipe" or pp == 1 or rank != pp - 1:
         return 0.0
     vocab = sum(x.vocab_size for x in model.layers if isinstance(x, HeadLayer))
-    return max(flight - 1.0, 0.0) * tokens * vocab / tp * LOSS_SAVED_BYTES_PER_LOGIT
+    return max(flight - 1.0, 0.0) * tokens * vocab / tp * per_logit
 
 
 def stranded_logit_bytes(model: ModelSpec, tokens: float, tp: int, rank: int, pp: int) -> float:

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from costmodel.engines import EngineTerms, engine_terms
+from costmodel.engines import RUNTIME_MEMORY_ENGINES, EngineTerms, engine_terms
 from costmodel.memory import (
-    GIB, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
+    GIB, LOSS_SAVED_BYTES_PER_LOGIT, held_loss_bytes, in_flight_microbatches, interleaved_held_act_bytes, model_state_bytes, stranded_logit_bytes,
 )
+from costmodel.local import ACT_BYTES
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, ParallelConfig
@@ -48,7 +49,8 @@ but the real-size oracle does (GPT-3 175B and Mixtral under ZeRO 3 over 64 and 8
 
 def engine_terms_memo(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
     """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
-    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.tp_async_backward, cfg.grad_accum_fusion)
+    key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.num_microbatches > 1, cfg.tp_async_backward,
+           cfg.grad_accum_fusion)
     hit = table.memo.get(key)
     if hit is None:
         hit = table.memo[key] = engine_terms(cfg)
@@ -98,10 +100,39 @@ def _flight(cfg: ParallelConfig, rank: int) -> float:
 def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) -> float:
     """Activation bytes of the in-flight micro-batches at the rank's peak: ``flight`` whole stages, or
     under interleaving with chunks of unequal depth the schedule's own largest held set
-    (``costmodel.memory.interleaved_held_act_bytes``)."""
+    (``costmodel.memory.interleaved_held_act_bytes``), with the output each in-flight chunk-micro-batch
+    sends on: ``PipelineStage.forward_one_chunk`` keeps it in ``fwd_cache`` until that backward (torch
+    2.13 pipelining/stage.py), where no layer of the chunk keeps it (``RankSums.send_bytes``; measured
+    with torch's tracker on the differential sweep's embedding-only first stages: the 4 KiB embedding
+    output held at the peak, unpriced before)."""
+    sent = flight * t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # EngineTerms.torch_pipelining
     if cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and t.chunk_act_bytes and not cfg.offload_activations:
-        return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches)
-    return flight * t.act_bytes
+        return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches) + sent
+    return flight * t.act_bytes + sent
+
+
+def _p2p_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
+    """Pipeline receive buffers: :func:`p2p_buffer_bytes` under torch pipelining
+    (``EngineTerms.torch_pipelining``), else send and receive, two each way, of the largest boundary."""
+    if terms.torch_pipelining:
+        return p2p_buffer_bytes(cfg, t.recv_bytes, t.send_bytes)
+    return 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
+
+
+def p2p_buffer_bytes(cfg: ParallelConfig, recv: float, send: float) -> float:
+    """Pipeline receive buffers: ``torch.distributed.pipelining.PipelineStage`` allocates, at the
+    first step and for good, one buffer per micro-batch for each chunk's input (all chunks but the
+    pipeline's first; the forward takes it as its leaf input) and one per micro-batch for each
+    chunk's output gradient (all but the last): torch 2.13 pipelining/stage.py
+    ``_setup_forward_recv_info`` and ``_create_grad_recv_info``, ``n_microbatches`` each. ``recv``
+    and ``send``: the rank's received and sent bytes per micro-batch over its chunks
+    (``RankSums.recv_bytes``, ``send_bytes``). Measured with torch's tracker on the differential
+    sweep's GPT-2 (dp 2, pp 4, ZB-H1, one micro-batch of 4): the first stage holds one 4 KiB gradient
+    buffer, where 4 boundaries (16 KiB) were priced before. A chunk whose first op saves its input in
+    the dtype it arrives in (a LayerNorm, a checkpointed block) keeps the buffer as an activation too,
+    which the activations count again: an over-estimate of one boundary per in-flight micro-batch;
+    RMSNorm (eager, as the runtime runs it) saves an fp32 copy instead, so nothing is counted twice."""
+    return cfg.num_microbatches * (recv + send) if cfg.pp > 1 else 0.0
 
 
 def forward_end_activation_bytes(cfg: ParallelConfig, t: RankSums, rank: int) -> float:
@@ -125,7 +156,8 @@ def _gpipe_loss_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: 
     if cfg.schedule != "gpipe":
         return 0.0
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
-    return held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight)
+    per_logit = LOSS_SAVED_BYTES_PER_LOGIT + (ACT_BYTES if engine_terms_memo(table, cfg).pp_keeps_logits else 0)
+    return held_loss_bytes(table.model, tokens, cfg.tp, cfg.schedule, rank, cfg.pp, flight, per_logit)
 
 
 def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) -> dict[str, float]:
@@ -134,7 +166,7 @@ def rank_allocated_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, ran
     sharded over their groups), activations of the in-flight micro-batches plus the largest
     transient (at the peak phase, :func:`_peak_phase`, where the engine frees gradients every step)
     and, on a GPipe last stage, the other micro-batches' losses (``costmodel.memory.held_loss_bytes``),
-    communication buffers (:func:`_buffer_bytes`)."""
+    communication buffers (:func:`_buffer_bytes`, :func:`p2p_buffer_bytes`)."""
     return rank_parts(table, cfg, t, rank)[0]
 
 
@@ -152,6 +184,9 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         phase = _peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
+        first = _first_reduce(cfg, t, terms, held)
+        if first is not None and _held(first) > _held(phase):
+            phase = first
     acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
@@ -159,7 +194,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) - unit + phase.unit + phase.reduce_outputs,
+        "buffers": _buffer_bytes(cfg, t, terms) - unit + phase.unit + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -208,6 +243,32 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     if terms.pp_unsharded_grads:
         return 4 * table_elems * (1 - 1 / cfg.tp), 2 * table_elems
     return 0.0, 6 * table_elems
+
+
+PP_ZERO0_REDUCE_UNIT_BYTES = (4, 6)
+"""(gradient, buffer) bytes per parameter of the first FSDP2 unit a pipeline stage reduces under ZeRO 0
+with one micro-batch: its fp32 reduce output, the sharded gradient of a one-shard HSDP mesh (4), and
+its bf16 unsharded gradient with the fp32 reduce-scatter input ``foreach_reduce`` copies it into
+(2 + 4; ``reduce_dtype=float32``, torch 2.13 ``_fsdp_collectives.py``). Measured with torch's tracker
+on the differential sweep's Mixtral at pp 2, dp 2, ZeRO 0 (case d0091, the embedding-only first
+stage, 4,096 parameters): 8 KiB of bf16 gradient and 16 + 16 KiB of fp32 reduce buffers at the peak."""
+
+
+def _first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: float) -> Phase | None:
+    """The reduce of the first unit a pipeline stage's only backward finishes, under the native
+    runtime's ZeRO 0 (FSDP2 HSDP with one shard: planner.runtime.fsdp) with one micro-batch: every
+    micro-batch in flight but that unit's activations, beside :data:`PP_ZERO0_REDUCE_UNIT_BYTES` of
+    the largest layer (the unit; no gradient yet but its own), whose gathered bf16 parameters the
+    last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
+    parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
+    the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
+    1-2 price their unit's reduce-scatter input among the buffers (:func:`_buffer_bytes`)."""
+    if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
+        return None
+    grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES
+    acts = max(held - t.largest_layer_act_bytes, 0.0)
+    unit = t.largest_layer_params
+    return Phase(acts, grad * unit, freed_params=cfg.param_bytes * unit, reduce_outputs=buffer * unit)
 
 
 def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float]:
@@ -280,8 +341,10 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
     or in a pipeline rank that holds every micro-batch it runs; all of them otherwise: the runtime
     reduces each micro-batch's gradients into the sharded ones, and a pipeline's steady state runs a
-    forward after the first backward). B, the end of a backward: every gradient, with one micro-batch
-    fewer in flight. Between them activations are freed layer by layer while the layer's gradients
+    forward after the first backward; under interleaving, the gradients of the chunks that have run
+    a backward by then: :func:`_grad_share`). B, the end of that backward: every
+    gradient, with one micro-batch fewer in flight (interleaved: the chunk-micro-batches freed by
+    then). Between them activations are freed layer by layer while the layer's gradients
     appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
     (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
     reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
@@ -315,18 +378,51 @@ def _peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gr
     activations are freed, while two micro-batches of half the size peak at A, the second forward
     beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
-    runs_more = cfg.num_microbatches > (1 if cfg.pp == 1 else flight) and sharded_at_start
-    start = _backward_start(t, held, grads if runs_more else 0.0, unit if apart else None)  # held: :func:`_held_act_bytes`
+    left, done = _backwards_to_all_grads(cfg, flight)
+    share = _grad_share(cfg, t, left) if sharded_at_start else 0.0
+    start = _backward_start(t, held, grads * share, unit if apart else None)  # held: :func:`_held_act_bytes`
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
     last = max(work, t.largest_layer_act_bytes)
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
+    done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
+    sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs :func:`_held_act_bytes` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
-    end_acts = max(held - t.act_bytes / cfg.vpp, 0.0) + last  # one chunk-micro-batch done
+    end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     return start if _held(start) >= _held(end) else end
+
+
+def _backwards_to_all_grads(cfg: ParallelConfig, flight: float) -> tuple[int, int]:
+    """(chunk forwards left after the warm-up, backwards until every local chunk has gradients).
+
+    A rank holds gradients of all its chunks only once each has run a backward: backward ``j`` runs
+    chunk ``v - 1 - (j // pp) mod v`` (``costmodel.memory.interleaved_held_act_bytes``), so after
+    ``(v - 1) pp + 1`` backwards; one without interleaving. In the steady state a forward follows each
+    backward while forwards are left (``planner.runtime.memcheck.step.schedule_actions``, measured
+    with torch's tracker on the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the
+    rank's peak is its first backward, with no gradient yet, where every chunk's gradient was priced
+    beside three of its four chunk-micro-batches)."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    held = round(flight * v)
+    return cfg.num_microbatches * v - held, (v - 1) * cfg.pp + 1
+
+
+def _grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
+    """Share of the rank's gradients that exist when a steady-state forward holds a full warm-up of
+    micro-batches: those of the chunks that have run a backward before it (backward ``j`` on chunk
+    ``v - 1 - (j // pp) mod v``, one forward after each while ``left`` remain; weighted by
+    ``RankSums.chunk_params``); all or none without interleaving. Measured with torch's tracker on
+    the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the last rank peaks at its
+    second loss backward beside the gradients of its last chunk only."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    if v == 1 or not t.chunk_params or left < 1:
+        return 1.0 if left >= 1 else 0.0
+    ran = {v - 1 - (j // cfg.pp) % v for j in range(min(left, (v - 1) * cfg.pp + 1))}
+    total = sum(t.chunk_params)
+    return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
 
 
 def _held(phase: Phase) -> float:
@@ -365,15 +461,14 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Communication buffers: pipeline send/receive (2 each way), ZeRO-3's gathered copy of the
+    """Communication buffers (the pipeline's receive buffers apart, :func:`p2p_buffer_bytes`): ZeRO-3's gathered copy of the
     largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
     adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`;
     under ZeRO 1-2 without pipelining the fp32 copy alone, :data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
     the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
     (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
     parameters: an upper bound, since the embedding and head stay bf16)."""
-    p2p = 4 * t.boundary_bytes if cfg.pp > 1 else 0.0
     zero3 = (FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0) + _unit_bytes(cfg, t, terms)
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
-    return p2p + zero3 + sp + fp8
+    return zero3 + sp + fp8

@@ -48,10 +48,19 @@ class RankSums:
     largest_layer_act_bytes: float = 0.0
     """Activations the rank's largest layer stores per micro-batch: what a layer still holds while
     its own backward runs (``costmodel.rank_memory._peak_phase``, the end of a backward)."""
+    recv_bytes: float = 0.0
+    """Activation bytes the rank's chunks receive per micro-batch, summed over its chunks but the
+    pipeline's first (each chunk's input: the previous layer's output and any edges spanning the cut)."""
+    send_bytes: float = 0.0
+    """Activation bytes the rank's chunks send per micro-batch, summed over its chunks but the pipeline's last."""
     chunk_act_bytes: tuple[float, ...] = ()
     """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
     interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
     unequal numbers (``costmodel.memory.interleaved_held_act_bytes``)."""
+    chunk_params: tuple[float, ...] = ()
+    """Parameters of each of the rank's chunks (experts included), in chunk order, under an
+    interleaved schedule (empty otherwise): whose gradients exist after the first backwards
+    (``costmodel.rank_memory._grad_share``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -92,6 +101,9 @@ class _Fold:
     """Key columns present in each type."""
     boundaries: tuple[tuple[tuple[int, float], ...], ...]
     """Per type, (key column of a chunk's last layer, spanning bytes per token) for its chunks."""
+    cuts: tuple[tuple[tuple[tuple[int, float], ...], tuple[tuple[int, float], ...]], ...]
+    """Per type, the (key column, spanning bytes per token) of the cut before each chunk that receives
+    (all but the pipeline's first) and of the cut after each chunk that sends (all but its last)."""
     chunk_counts: tuple[np.ndarray, ...]
     """Per type, layers of each key in each of its first rank's chunks (chunks x keys)."""
 
@@ -131,31 +143,39 @@ def _fold(table: CostTable, signature: object, sizes: tuple[int, ...], pp: int, 
     bounds = table.bounds(sizes)
     per_chunk = cum[bounds[1:]] - cum[bounds[:-1]]
     types: dict[tuple, int] = {}
-    rank_type, rows, first, count, boundaries, chunk_counts = [], [], [], [], [], []
+    rank_type, rows, first, count, boundaries, chunk_counts, cuts = [], [], [], [], [], [], []
     for r in range(pp):
         idx = list(range(r, pp * vpp, pp))
         row = per_chunk[idx].sum(axis=0)
         ends = tuple((int(inverse[bounds[k + 1] - 1]), float(table.cut_extra_bytes_per_token[bounds[k + 1] - 1])) for k in idx if bounds[k + 1] > bounds[k])
-        t = types.setdefault((row.tobytes(), ends), len(types))
+        cut = tuple(_cut(table, inverse, bounds[k]) for k in idx if 0 < bounds[k] < bounds[k + 1]), \
+            tuple(_cut(table, inverse, bounds[k + 1]) for k in idx if bounds[k] < bounds[k + 1] < bounds[-1])
+        t = types.setdefault((row.tobytes(), ends, cut), len(types))
         if t == len(rows):
             rows.append(row)
             first.append(r)
             count.append(0)
             boundaries.append(ends)
             chunk_counts.append(per_chunk[idx])
+            cuts.append(cut)
         count[t] += 1
         rank_type.append(t)
     counts = np.array(rows)
     used = tuple(tuple(int(j) for j in np.flatnonzero(row)) for row in counts)
-    hit = table.memo[key] = _Fold(tuple(rank_type), tuple(first), tuple(count), counts, used, tuple(boundaries), tuple(chunk_counts))
+    hit = table.memo[key] = _Fold(tuple(rank_type), tuple(first), tuple(count), counts, used, tuple(boundaries), tuple(cuts), tuple(chunk_counts))
     return hit
 
 
+def _cut(table: CostTable, inverse: np.ndarray, start: int) -> tuple[int, float]:
+    """(key column of the layer before ``start``, bytes per token of the edges spanning the cut there)."""
+    return int(inverse[start - 1]), float(table.cut_extra_bytes_per_token[start - 1])
+
+
 def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
-                 act: np.ndarray, present: np.ndarray) -> list[tuple[float, float, float, float, float]]:
+                 act: np.ndarray, present: np.ndarray) -> list[tuple[float, ...]]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
-    layer's stored activations, largest transient but the head's) of each rank type, memoised per
-    fold, key costs and tokens (the objects live in ``table.memo``)."""
+    layer's stored activations, largest transient but the head's, received bytes, sent bytes) of each
+    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
     key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
@@ -163,8 +183,9 @@ def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: 
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
              max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
-             max((body[j] for j in used), default=0.0))
-            for used, ends in zip(fold.used, fold.boundaries)
+             max((body[j] for j in used), default=0.0),
+             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send))
+            for used, ends, (recv, send) in zip(fold.used, fold.boundaries, fold.cuts)
         ]
     return hit
 
@@ -181,9 +202,12 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     act = matrix[:, _SUMMED.index("act_bytes")]
     extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
+    weights = matrix[:, _SUMMED.index("params")]  # experts included
+    chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
-                 body_work_bytes=bw, largest_layer_act_bytes=a, chunk_act_bytes=c)
-        for row, (w, p, b, a, bw), c in zip(sums, extras, chunk_acts)
+                 body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
+                 chunk_params=q)
+        for row, (w, p, b, a, bw, i, o), c, q in zip(sums, extras, chunk_acts, chunk_params)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

@@ -39,6 +39,9 @@ class CostTable:
     _prefix: dict[object, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict, repr=False)
     _splits: dict[int, tuple[int, ...]] = field(default_factory=dict, repr=False)
     _bounds: dict[tuple[int, ...], np.ndarray] = field(default_factory=dict, repr=False)
+    transformers_norm: bool = False
+    """The model's blocks are transformers' own (``TransformerLayer.transformers_block``), so is its
+    final norm (``costmodel.layer_other.norm_cost``)."""
     memo: dict = field(default_factory=dict, repr=False)
     """Scratch memo for callers that derive per-table data (``costmodel.ranks``)."""
 
@@ -73,7 +76,7 @@ class CostTable:
         key = (group, cfg)
         hit = self._costs.get(key)
         if hit is None:
-            hit = layer_cost(self.groups[group], cfg, self.cluster)
+            hit = layer_cost(self.groups[group], cfg, self.cluster, self.transformers_norm)
             self._costs[key] = hit
         return hit
 
@@ -100,7 +103,8 @@ def build_cost_table(model: ModelSpec, cluster: ClusterSpec) -> CostTable:
             ids[id(layer)] = g
         layer_group[i] = g
     recomputable = np.array([isinstance(x, (TransformerLayer, GenericLayer)) for x in model.layers])
-    return CostTable(model, cluster, tuple(groups), layer_group, recomputable, _cut_extra(model))
+    hf = any(getattr(x, "transformers_block", False) for x in model.layers)
+    return CostTable(model, cluster, tuple(groups), layer_group, recomputable, _cut_extra(model), transformers_norm=hf)
 
 
 def _cut_extra(model: ModelSpec) -> np.ndarray:

@@ -139,7 +139,10 @@ class Runtime:
         losses: list[torch.Tensor] = []
         args = (inputs,) if pp_rank == 0 else ()
         last = pp_rank == (len(self.plan.stages) - 1) % pp
-        self.schedule.step(*args, target=labels if last else None, losses=losses if last else None)
+        # return_outputs=False: the last stage would otherwise keep every micro-batch's logits in
+        # ``output_chunks`` for the whole step and concatenate them after the last backward (torch 2.13
+        # pipelining/stage.py ``forward_one_chunk``, schedules.py ``step``); the losses are all we read
+        self.schedule.step(*args, target=labels if last else None, losses=losses if last else None, return_outputs=False)
         return torch.stack([x.detach() for x in losses]).mean() if last else None
 
     def _mean_loss(self, loss: torch.Tensor | None) -> float:

@@ -48,7 +48,7 @@ CATEGORIES = ("params", "grads", "optimizer_states", "activations", "temporaries
 _TRACKER_CATEGORY = {
     "Sharded Param": "params", "Unsharded Param": "params", "Buffer": "params",
     "Sharded Grad": "grads", "Unsharded Grad": "grads", "OptState": "optimizer_states",
-    "Activation": "activations", "Inputs": "activations", "Temp": "temporaries",
+    "Activation": "activations", "Inputs": "buffers", "Temp": "temporaries",
     "All Gather": "buffers", "Reduce Scatter": "buffers",
 }
 
@@ -153,8 +153,12 @@ class Action:
 def steady_pairs(pp: int, v: int, remaining: int) -> int:
     """Steady-state (backward, forward) pairs a rank runs before its memory repeats: until each of
     its ``v`` chunks has run one backward, i.e. ``(v - 1) pp + 1`` backwards (backward chunk
-    ``v - 1 - (j // pp) mod v``), at most the ``remaining`` forwards after the warm-up."""
-    return min(remaining, (v - 1) * pp + 1)
+    ``v - 1 - (j // pp) mod v``), and, interleaved, until its last chunk (the one holding the loss on
+    the last rank) runs a backward again after a forward, beside every chunk's gradients: backward
+    ``v pp`` (the real-size oracle's Llama 3.1 8B at tp 2, pp 2, v 8: the second round's loss
+    backward holds two more chunk-micro-batches than the drain's, 4.6 GiB); at most the
+    ``remaining`` forwards after the warm-up."""
+    return min(remaining, v * pp if v > 1 else 1)
 
 
 def schedule_actions(plan: Plan, pp_rank: int) -> list[Action]:
@@ -204,19 +208,54 @@ def _sync(stage: nn.Module, last: bool) -> Iterator[None]:
     yield
 
 
-def _inputs(build: RankBuild, chunk: int, plan: Plan, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]],
-            task: Task) -> torch.Tensor:
-    """The chunk's input for one micro-batch: token ids (or a model's features), or the hidden state
-    the previous stage sends."""
-    first = plan.stages[build.chunks[chunk]].layers[0]
-    mb, seq = plan.schedule.micro_batch, plan.request.seq_len // build.cp
-    if first == 0:
-        return task.placeholder_input(mb, seq, FAKE_DEVICE)
-    shape, dtype = boundaries[first]
+def _inputs(build: RankBuild, chunk: int, micro: int, plan: Plan, buffers: "P2PBuffers", task: Task) -> torch.Tensor:
+    """The chunk's input for one micro-batch: token ids (or a model's features), or the receive
+    buffer the previous stage's activation lands in (:class:`P2PBuffers`)."""
+    if plan.stages[build.chunks[chunk]].layers[0] == 0:
+        return task.placeholder_input(plan.schedule.micro_batch, plan.request.seq_len // build.cp, FAKE_DEVICE)
+    return buffers.recv[(chunk, micro)]
+
+
+def _boundary_tensor(build: RankBuild, plan: Plan, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]],
+                     layer: int, grad: bool) -> torch.Tensor:
+    """An empty tensor shaped as the local hidden state entering ``layer`` for one micro-batch
+    (sequence-sharded under SP and CP, bf16 under mixed precision): a receive buffer; ``grad``: the
+    activation buffer, a leaf that requires grad, rather than the gradient buffer."""
+    shape, dtype = boundaries[layer]
     shape = (shape[0], shape[1] // (build.sp_shards * build.cp), *shape[2:]) if len(shape) > 1 else shape
     if build.mixed_precision and dtype.is_floating_point:
         dtype = torch.bfloat16
-    return torch.empty(shape, dtype=dtype, device=FAKE_DEVICE, requires_grad=dtype.is_floating_point)
+    return torch.empty(shape, dtype=dtype, device=FAKE_DEVICE, requires_grad=grad and dtype.is_floating_point)
+
+
+@dataclass
+class P2PBuffers:
+    """The receive buffers ``torch.distributed.pipelining.PipelineStage`` allocates for a step, one per
+    micro-batch and local chunk (torch 2.13 pipelining/stage.py ``_setup_forward_recv_info``: every
+    non-first stage, for each of the schedule's ``n_microbatches``, a buffer of its input, which the
+    forward then takes as its leaf input; ``_create_grad_recv_info`` via ``_setup_backward_recv_info``:
+    every non-last stage, one buffer of its output's gradient per micro-batch). They are made once,
+    at the first step, and reused: every step holds all of them throughout."""
+
+    recv: dict[tuple[int, int], torch.Tensor]
+    """(local chunk, micro-batch) -> the activation receive buffer (non-first chunks)."""
+    grad: dict[tuple[int, int], torch.Tensor]
+    """(local chunk, micro-batch) -> the gradient receive buffer (non-last chunks)."""
+
+
+def p2p_buffers(plan: Plan, build: RankBuild, boundaries: dict[int, tuple[tuple[int, ...], torch.dtype]]) -> P2PBuffers:
+    """This rank's :class:`P2PBuffers` (empty without pipelining)."""
+    recv: dict[tuple[int, int], torch.Tensor] = {}
+    grad: dict[tuple[int, int], torch.Tensor] = {}
+    if plan.mesh.pp == 1:
+        return P2PBuffers(recv, grad)
+    for c, k in enumerate(build.chunks):
+        for mb in range(plan.schedule.num_microbatches):
+            if k > 0:
+                recv[(c, mb)] = _boundary_tensor(build, plan, boundaries, plan.stages[k].layers[0], grad=True)
+            if k < len(plan.stages) - 1:
+                grad[(c, mb)] = _boundary_tensor(build, plan, boundaries, plan.stages[k + 1].layers[0], grad=False)
+    return P2PBuffers(recv, grad)
 
 
 def _cp_attention(build: RankBuild) -> contextlib.AbstractContextManager:
@@ -262,24 +301,35 @@ def measure_step(plan: Plan, build: RankBuild, fake_mode: FakeTensorMode,
         opt.zero_grad(set_to_none=True)
         tracker = _PeakTracker(build.stages, opt)
         with tracker, _untracked_propagation(tracker), _gpu_attention_kernels(), _cp_attention(build):
-            held: dict[tuple[int, int], torch.Tensor] = {}
+            buffers = p2p_buffers(plan, build, boundaries)
+            tracker.track_inputs((list(buffers.recv.values()), list(buffers.grad.values())))
+            held: dict[tuple[int, int], tuple[torch.Tensor, ...]] = {}
             for act in schedule_actions(plan, build.pp_rank):
                 stage = build.stages[act.chunk]
+                key = (act.chunk, act.micro)
                 if act.kind == "F":
                     # FSDPMemTracker refuses a root module's second forward as "multiple iterative calls";
                     # its per-module stats are never read here (only the rank's peak), so drop the root's
                     # (only the root's: a backward still to run reads its inner modules' entries)
                     tracker.memory_tracking.pop(stage, None)
                     with _loss_context(build):
-                        out = stage(_inputs(build, act.chunk, plan, boundaries, task))
+                        out = stage(_inputs(build, act.chunk, act.micro, plan, buffers, task))
+                        # a pipeline stage's output stays in ``PipelineStage.fwd_cache`` until its
+                        # backward, the last stage's logits too (stage.py ``forward_one_chunk``); without
+                        # pipelining the runtime drops the logits once the loss is computed
                         if build.chunks[act.chunk] == last_chunk:
-                            out = _loss(build, out, task.placeholder_labels(out), task)
-                    held[(act.chunk, act.micro)] = out
+                            loss = _loss(build, out, task.placeholder_labels(out), task)
+                            held[key] = (loss, out) if plan.mesh.pp > 1 else (loss,)
+                            del loss
+                        else:
+                            held[key] = (out,)
                     del out
                     continue
-                out = held.pop((act.chunk, act.micro))
+                out = held.pop(key)
                 with _sync(stage, act.last), _loss_context(build):
-                    out.backward(None if out.dim() == 0 else torch.empty_like(out))
+                    out[0].backward(buffers.grad.get(key))
+                if key in buffers.recv:  # stage_backward hands the input's gradient on and drops it (_backward.py)
+                    buffers.recv[key].grad = None
                 del out
             opt.step()
             opt.zero_grad(set_to_none=True)
