@@ -130,7 +130,7 @@ class EngineTerms:
     after backward), and keeps each unit's fp32 reduce output, which a micro-batch after the first
     adds into the sharded gradients, until the backward ends (``FSDPParamGroup._all_reduce_state``,
     cleared in ``finalize_backward``; torch 2.13 ``_fsdp_param_group.py`` / ``foreach_reduce``):
-    ``costmodel.rank_memory._peak_phase``."""
+    ``costmodel.rank_phases.peak_phase``."""
     zero1_shards_grads: bool = False
     """ZeRO 1 runs as ZeRO 2: FSDP2 has no optimizer-only sharding, it reduce-scatters gradients into
     shards whenever it shards the optimizer states (torch.distributed.fsdp ``fully_shard`` with
@@ -213,7 +213,7 @@ class EngineTerms:
     """The largest sharded unit's backward working set (gathered parameters, prefetch, fp32
     reduce-scatter input) and the loss's transient are never held at once: the loss's backward runs
     first, before any block's parameters are gathered again (FSDP2 units per block:
-    ``costmodel.rank_memory._backward_start``)."""
+    ``costmodel.rank_phases.backward_start``)."""
     nosync_keeps_gathered: bool = False
     """FSDP2 ZeRO 3 under pipelining in the native runtime: the backwards before each stage's last
     micro-batch run without gradient sync and without resharding (``torch.distributed.pipelining``

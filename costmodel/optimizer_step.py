@@ -1,5 +1,5 @@
 """What a rank holds during the AdamW update, the step's last memory phase. Under the fused update
-the runtime runs it is never the peak: the end of a backward (``costmodel.rank_memory._peak_phase``)
+the runtime runs it is never the peak: the end of a backward (``costmodel.rank_phases.peak_phase``)
 holds the same fp32 parameters, gradients and Adam states plus what the backward still holds
 (``tests/costmodel/test_optimizer_step.py`` checks this over seeded configurations), so the cost model
 prices no separate phase for it.

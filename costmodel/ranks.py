@@ -43,11 +43,11 @@ class RankSums:
     """Largest activation the rank sends to the next stage per micro-batch."""
     body_work_bytes: float = 0.0
     """Largest transient activation of any layer on the rank but the output head: what can meet every
-    gradient at the end of a backward (``costmodel.rank_memory._peak_phase``). The head's transient (the
+    gradient at the end of a backward (``costmodel.rank_phases.peak_phase``). The head's transient (the
     loss over the logits) is the first of a micro-batch's backward, before its gradients exist."""
     largest_layer_act_bytes: float = 0.0
     """Activations the rank's largest layer stores per micro-batch: what a layer still holds while
-    its own backward runs (``costmodel.rank_memory._peak_phase``, the end of a backward)."""
+    its own backward runs (``costmodel.rank_phases.peak_phase``, the end of a backward)."""
     recv_bytes: float = 0.0
     """Activation bytes the rank's chunks receive per micro-batch, summed over its chunks but the
     pipeline's first (each chunk's input: the previous layer's output and any edges spanning the cut)."""
@@ -60,7 +60,7 @@ class RankSums:
     chunk_params: tuple[float, ...] = ()
     """Parameters of each of the rank's chunks (experts included), in chunk order, under an
     interleaved schedule (empty otherwise): whose gradients exist after the first backwards
-    (``costmodel.rank_memory._grad_share``)."""
+    (``costmodel.rank_phases.grad_share``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""

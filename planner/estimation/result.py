@@ -46,7 +46,7 @@ class MemoryBreakdown(BaseModel):
     buffers`` is ``peak_memory_gib``. ``activations`` is the most activation memory the GPU holds at
     any moment of the step (the end of its forwards); ``activations_at_peak`` what it holds at the
     peak, which can be the end of a backward with most activations freed
-    (``costmodel.rank_memory._peak_phase``). The first grows with the micro-batch, the second need not."""
+    (``costmodel.rank_phases.peak_phase``). The first grows with the micro-batch, the second need not."""
 
     model_config = _STRICT
     params: float
@@ -155,7 +155,7 @@ def memory_part_rows(parts: dict[str, float], labels: tuple[tuple[str, str], ...
 
 def _phase_note(step: StepEstimate) -> list[str]:
     """A line when the peak rank peaks at the end of its backward, its activations mostly freed
-    (``costmodel.rank_memory._peak_phase``): the activations its forwards hold, for comparison."""
+    (``costmodel.rank_phases.peak_phase``): the activations its forwards hold, for comparison."""
     from costmodel.rank_memory import forward_end_activation_bytes
 
     rank = _peak_rank(step)

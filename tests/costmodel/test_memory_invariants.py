@@ -6,7 +6,7 @@ configurations and a Hypothesis run, through the cost functions (not the CLI), a
   flight and the same peak phase); at a fixed global batch, what the forward's end holds (the
   in-flight activations and the transient), which ``estimate`` reports as the activations, grows;
   the peak's own activations (``activations_at_peak``) may fall when the peak moves to the end of a
-  backward (``costmodel.rank_memory._peak_phase``; the BLOOM case below);
+  backward (``costmodel.rank_phases.peak_phase``; the BLOOM case below);
 - ZeRO k+1 never holds more model state (parameters + gradients + optimizer states), nor more
   optimizer state, than ZeRO k;
 - more recomputation never adds memory.

@@ -2,7 +2,7 @@
 micro-batch (``costmodel.rank_memory.p2p_buffer_bytes``, ``RankSums.recv_bytes`` / ``send_bytes``),
 the last stage's logits kept to its backward (``EngineTerms.pp_keeps_logits``), whole gradients only
 where no-sync backwards accumulate them, the interleaved share of gradients
-(``costmodel.rank_memory._grad_share``) and an eager final RMSNorm's saved tensors
+(``costmodel.rank_phases.grad_share``) and an eager final RMSNorm's saved tensors
 (``costmodel.layer_other.EAGER_RMSNORM_BYTES``). The tracker-measured cases are in
 ``tests/planner/runtime/test_memcheck_pipeline.py``."""
 
@@ -16,7 +16,8 @@ import torch
 from costmodel.engines import engine_terms
 from costmodel.layer_other import norm_cost
 from costmodel.local import LocalConfig
-from costmodel.rank_memory import _grad_share, p2p_buffer_bytes
+from costmodel.rank_memory import p2p_buffer_bytes
+from costmodel.rank_phases import grad_share
 from costmodel.specs import NormLayer, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
@@ -62,10 +63,10 @@ def test_unsharded_gradients_only_where_no_sync_backwards_accumulate() -> None:
 def test_interleaved_forward_meets_the_gradients_of_chunks_that_ran_a_backward() -> None:
     cfg = _cfg(pp=2, vpp=2, schedule="interleaved-1f1b", global_batch=2)
     sums = SimpleNamespace(chunk_params=(1.0, 3.0))
-    assert _grad_share(cfg, sums, 0) == 0.0  # every forward in the warm-up
-    assert _grad_share(cfg, sums, 1) == 0.75  # one backward, on the last chunk
-    assert _grad_share(cfg, sums, 3) == 1.0  # (v - 1) pp + 1 backwards: both chunks
-    assert _grad_share(_cfg(pp=2), sums, 1) == 1.0
+    assert grad_share(cfg, sums, 0) == 0.0  # every forward in the warm-up
+    assert grad_share(cfg, sums, 1) == 0.75  # one backward, on the last chunk
+    assert grad_share(cfg, sums, 3) == 1.0  # (v - 1) pp + 1 backwards: both chunks
+    assert grad_share(_cfg(pp=2), sums, 1) == 1.0
 
 
 @pytest.mark.parametrize(("make", "hf"), [(lambda: torch.nn.RMSNorm(64, eps=1e-5), False), (None, True)])

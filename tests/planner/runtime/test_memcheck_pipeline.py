@@ -51,7 +51,7 @@ def test_last_stage_keeps_its_logits_to_the_loss_backward(models: dict[str, str]
 def test_interleaved_rank_peaks_before_every_chunk_has_gradients(models: dict[str, str]) -> None:
     """GPT-2 at pp 2, v 2, two micro-batches: every forward runs in the warm-up, and the chunk that
     runs the first backwards has freed its activations before the other chunk's gradients appear
-    (``costmodel.rank_memory._backwards_to_all_grads``); it was priced +20 % with every gradient
+    (``costmodel.rank_phases.backwards_to_all_grads``); it was priced +20 % with every gradient
     beside three of the four chunk-micro-batches."""
     for rank in _ranks(models["gpt2"], 4, tp=1, pp=2, vpp=2, schedule="interleaved-1f1b", micro_batch=2, zero=1):
         assert -0.03 <= rank.error <= 0.10, (rank.pp_rank, rank.error)

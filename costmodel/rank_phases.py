@@ -1,0 +1,174 @@
+"""The phases of a training step at which a rank's memory can peak: the start of a backward (the
+in-flight activations and the loss's or a block's transient), its end (every gradient, one
+micro-batch fewer in flight) and, under pipelining, the first reduce of a stage's only backward.
+Split from ``costmodel.rank_memory``, which prices the states and buffers around them; every term
+names its source here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from costmodel.engines import RUNTIME_MEMORY_ENGINES, EngineTerms
+from costmodel.ranks import RankSums
+from costmodel.specs import ParallelConfig
+
+
+class Phase(NamedTuple):
+    """What a rank holds at its peak phase, in bytes, beside its sharded states."""
+
+    acts: float
+    grads: float
+    freed_params: float = 0.0
+    """Gathered parameters freed by the phase (out of the parameters, into the allocator's cache)."""
+    embedding_grad: float = 0.0
+    """The embedding's last gradient among ``grads``, a transient the allocator's slack covers."""
+    reduce_outputs: float = 0.0
+    """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
+    unit: float = 0.0
+    """The largest sharded unit's backward working set (``costmodel.rank_memory._unit_bytes``), where the phase holds it."""
+
+
+def backward_start(t: RankSums, held: float, grads: float, unit: float | None) -> Phase:
+    """The start of a backward: the in-flight activations ``held``, the largest transient and the
+    sharded unit's working set (``costmodel.rank_memory._unit_bytes``). Where the unit runs apart from the loss
+    (``EngineTerms.unit_apart_from_loss``, ``unit`` not None) the loss's transient (the head's, the
+    first of a backward) meets no gathered block, and a block's backward its unit but not the loss:
+    the larger of the two. Only where every backward reshards its units: without pipelining, or with
+    one micro-batch (``torch.distributed.pipelining`` runs the backwards before a stage's last with
+    ``set_reshard_after_backward(False)``, so a later micro-batch's loss meets every unit gathered;
+    measured on the differential's custom model at pp 2, ZeRO 3, interleaved, 8 micro-batches). The
+    activations the layers already back-propagated have freed are not taken off (an upper bound of
+    the block's moment). Measured with torch's tracker on the
+    differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
+    backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
+    backward (the unit gathered, the loss freed), where both at once priced 391.0."""
+    if unit is None:
+        return Phase(held + t.work_bytes, grads, unit=0.0)
+    if t.work_bytes >= t.body_work_bytes + unit:
+        return Phase(held + t.work_bytes, grads)
+    return Phase(held + t.body_work_bytes, grads, unit=unit)
+
+
+def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
+                backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
+                sharded_at_start: bool = True) -> Phase:
+    """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
+
+    A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
+    transient, beside only the gradients earlier micro-batches left (none in a one-micro-batch step
+    or in a pipeline rank that holds every micro-batch it runs; all of them otherwise: the runtime
+    reduces each micro-batch's gradients into the sharded ones, and a pipeline's steady state runs a
+    forward after the first backward; under interleaving, the gradients of the chunks that have run
+    a backward by then: :func:`grad_share`). B, the end of that backward: every
+    gradient, with one micro-batch fewer in flight (interleaved: the chunk-micro-batches freed by
+    then). Between them activations are freed layer by layer while the layer's gradients
+    appear (reduce-scattered per layer under FSDP / ZeRO 2-3), so the step's peak is the larger end
+    (PyTorch's ``torch.distributed._tools`` memory tracker; Rajbhandari et al., SC'20, §5.2: ZeRO-2
+    reduces each gradient as it is produced). Transients (:attr:`RankSums.work_bytes`: logits, the
+    recomputed block) are counted in A; with one micro-batch B counts those of the layers but the head
+    (:attr:`RankSums.body_work_bytes`: the loss's backward runs first, before any gradient of its
+    micro-batch exists; a pipelined GPipe stage's next backward, its loss first, follows at once,
+    beside the gradients: there B keeps the loss's transient; measured with torch's tracker on the
+    differential's custom model, vocabulary 128 at width 32, one GPU, full recompute: the peak holds
+    the loss's two fp32 logit buffers and no gradient, 821.9 KiB, where B with the logits priced
+    937.9), ``end_work`` (the embedding's last gradient) in B, and in B
+    the largest layer's stored activations (:attr:`RankSums.largest_layer_act_bytes`): a layer holds
+    them until its own backward has run, so the backward of the chunk's last layer to finish sees
+    them beside every gradient (without this, B priced no recompute below selective recompute, whose
+    recomputed block counts as ``work_bytes``: issue 35).
+
+    Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
+    ``costmodel.rank_memory._keeps_gathered``), A holds no sharded gradient: the earlier micro-batches' gradients are the
+    unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
+    last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
+    accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
+    ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
+
+    B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
+    freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
+
+    The transients do not meet: B counts the largest of them, the embedding's gradient (a gradient,
+    booked as one, and returned on its own for the allocator's slack) where it is the largest. So B's
+    activations never exceed A's, and what A holds (``costmodel.rank_memory.forward_end_activation_bytes``, the
+    activations ``estimate`` reports) grows with the micro-batch. The peak's own activations need not:
+    at one micro-batch per step (no gradients during the forward) the peak can be B, where the
+    activations are freed, while two micro-batches of half the size peak at A, the second forward
+    beside the first's gradients (BLOOM 176B on one GPU, batch 2: micro-batch 1 peaks at A with 67 GiB
+    of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
+    left, done = backwards_to_all_grads(cfg, flight)
+    share = grad_share(cfg, t, left) if sharded_at_start else 0.0
+    start = backward_start(t, held, grads * share, unit if apart else None)  # held: ``costmodel.rank_memory._held_act_bytes``
+    # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
+    # next micro-batch's backward (its loss first) right after this one, beside its gradients
+    work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
+    last = max(work, t.largest_layer_act_bytes)
+    extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
+    retained, freed = backward_end
+    done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
+    sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
+    end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
+    end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
+    end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
+    return start if held_bytes(start) >= held_bytes(end) else end
+
+
+def backwards_to_all_grads(cfg: ParallelConfig, flight: float) -> tuple[int, int]:
+    """(chunk forwards left after the warm-up, backwards until every local chunk has gradients).
+
+    A rank holds gradients of all its chunks only once each has run a backward: backward ``j`` runs
+    chunk ``v - 1 - (j // pp) mod v`` (``costmodel.memory.interleaved_held_act_bytes``), so after
+    ``(v - 1) pp + 1`` backwards; one without interleaving. In the steady state a forward follows each
+    backward while forwards are left (``planner.runtime.memcheck.step.schedule_actions``, measured
+    with torch's tracker on the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the
+    rank's peak is its first backward, with no gradient yet, where every chunk's gradient was priced
+    beside three of its four chunk-micro-batches)."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    held = round(flight * v)
+    return cfg.num_microbatches * v - held, (v - 1) * cfg.pp + 1
+
+
+def grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
+    """Share of the rank's gradients that exist when a steady-state forward holds a full warm-up of
+    micro-batches: those of the chunks that have run a backward before it (backward ``j`` on chunk
+    ``v - 1 - (j // pp) mod v``, one forward after each while ``left`` remain; weighted by
+    ``RankSums.chunk_params``); all or none without interleaving. Measured with torch's tracker on
+    the differential sweep's GPT-2 at pp 2, v 2, two micro-batches: the last rank peaks at its
+    second loss backward beside the gradients of its last chunk only."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    if v == 1 or not t.chunk_params or left < 1:
+        return 1.0 if left >= 1 else 0.0
+    ran = {v - 1 - (j // cfg.pp) % v for j in range(min(left, (v - 1) * cfg.pp + 1))}
+    total = sum(t.chunk_params)
+    return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
+
+
+def held_bytes(phase: Phase) -> float:
+    """The bytes a phase adds to the rank's sharded states."""
+    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit - phase.freed_params
+
+
+PP_ZERO0_REDUCE_UNIT_BYTES = (4, 6)
+"""(gradient, buffer) bytes per parameter of the first FSDP2 unit a pipeline stage reduces under ZeRO 0
+with one micro-batch: its fp32 reduce output, the sharded gradient of a one-shard HSDP mesh (4), and
+its bf16 unsharded gradient with the fp32 reduce-scatter input ``foreach_reduce`` copies it into
+(2 + 4; ``reduce_dtype=float32``, torch 2.13 ``_fsdp_collectives.py``). Measured with torch's tracker
+on the differential sweep's Mixtral at pp 2, dp 2, ZeRO 0 (case d0091, the embedding-only first
+stage, 4,096 parameters): 8 KiB of bf16 gradient and 16 + 16 KiB of fp32 reduce buffers at the peak."""
+
+
+def first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: float) -> Phase | None:
+    """The reduce of the first unit a pipeline stage's only backward finishes, under the native
+    runtime's ZeRO 0 (FSDP2 HSDP with one shard: planner.runtime.fsdp) with one micro-batch: every
+    micro-batch in flight but that unit's activations, beside :data:`PP_ZERO0_REDUCE_UNIT_BYTES` of
+    the largest layer (the unit; no gradient yet but its own), whose gathered bf16 parameters the
+    last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
+    parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
+    the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
+    1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``)."""
+    if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
+        return None
+    grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES
+    acts = max(held - t.largest_layer_act_bytes, 0.0)
+    unit = t.largest_layer_params
+    return Phase(acts, grad * unit, freed_params=cfg.param_bytes * unit, reduce_outputs=buffer * unit)
