@@ -42,7 +42,7 @@ from types import SimpleNamespace
 
 from costmodel.headroom import usable_gib
 from costmodel.memory import GIB, in_flight_microbatches, stranded_logit_bytes
-from costmodel.rank_memory import _buffer_bytes, _state_bytes, _tp_embedding_grad_bytes
+from costmodel.rank_memory import _buffer_bytes, _state_bytes, _tp_embedding_grad_bytes, p2p_buffer_bytes
 from costmodel.specs import ParallelConfig
 from costmodel.step import FRAGMENTATION, _terms, local_config, view_key
 from costmodel.table import CostTable
@@ -69,10 +69,13 @@ def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
     slack = 1 + FRAGMENTATION
     ranks: dict[RankKey, int] = {}
     first: RankKey = (0.0, 0.0, 0.0)
+    boundary = _smallest_boundary_bytes(table, cfg) if _terms(table, cfg).torch_pipelining else 0.0
     for rank in range(cfg.pp):
         f = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
         f = min(f, 1.0) if cfg.offload_activations else f
-        fixed_s, fixed_bytes, pinned_work = 0.0, rank_extra_bytes(table, cfg, rank, f), 0.0
+        chunks = cfg.vpp if cfg.pp > 1 else 1  # every chunk receives its input but the pipeline's first, its gradient but the last
+        recv = p2p_buffer_bytes(cfg, boundary * (chunks - (rank == 0)), boundary * (chunks - (rank == cfg.pp - 1)))
+        fixed_s, fixed_bytes, pinned_work = 0.0, rank_extra_bytes(table, cfg, rank, f) + recv, 0.0
         for layer in _pinned(table, cfg.pp, rank, main):
             l_times, l_acts, l_works, l_state = _block(table, cfg, int(table.layer_group[layer]), memo)
             fixed_s += min(l_times)
@@ -115,6 +118,17 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
         else:
             lo = mid
     return lo
+
+
+def _smallest_boundary_bytes(table: CostTable, cfg: ParallelConfig) -> float:
+    """The smallest output of a layer that can end a chunk (every layer but the last), per
+    micro-batch: what each of a pipeline rank's receive buffers holds at the least under torch
+    pipelining (``costmodel.rank_memory.p2p_buffer_bytes``, one per micro-batch for the input of
+    every chunk but the pipeline's first and for the output gradient of every chunk but its last)."""
+    if cfg.pp == 1 or len(table.layer_group) < 2:
+        return 0.0
+    view = local_config(table, cfg, "none")
+    return min(table.cost(int(g), view).out_bytes for g in set(table.layer_group[:-1].tolist()))
 
 
 def _pinned(table: CostTable, pp: int, rank: int, main: int) -> list[int]:
