@@ -47,9 +47,11 @@ def block_activation_bytes(
         eager += sp_gathered_input_bytes(layer, cfg)
     if terms.engine == "native" and terms.cp_all_gather:  # the runtime's gathered K/V (costmodel.cp_memory)
         eager += cp_gathered_kv_bytes(layer, cfg)
-    if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
+    if terms.op_level_selective and cfg.recompute == "selective" and (not layer.is_moe or terms.engine == "native"):
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         residual = feeds_residual if feeds_residual is not None else [False] * len(mm_widths)
+        if layer.is_moe:  # the native runtime's MoE block: router and per-expert matmuls (moe_sac_matmuls)
+            mm_widths, residual = moe_sac_matmuls(layer, cfg, mm_widths)
         saved = sac_saved_bytes_per_token(mm_widths, residual, terms.sac_caches_unread_outputs)
         per_token = ACT_BYTES * (h / cfg.sp_div + layer.o_width / cfg.tp) + saved + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
         return cfg.tokens * per_token, full + eager
@@ -78,3 +80,25 @@ def sac_saved_bytes_per_token(mm_widths: list[float], feeds_residual: list[bool]
     outputs, the compiled forward graph returns ``wq wv w1`` and SDPA's outputs."""
     keep = sac_saved_matmuls(mm_widths)
     return ACT_BYTES * sum(w for w, k, r in zip(mm_widths, keep, feeds_residual) if k and (caches_unread or not r))
+
+
+def moe_sac_matmuls(layer: TransformerLayer, cfg: LocalConfig, attn_widths: list[float]) -> tuple[list[float], list[bool]]:
+    """(output widths per token of the block's ``aten.mm`` calls in execution order, whether each only
+    feeds the residual) of a MoE block as the native runtime runs it under op-level selective
+    checkpointing (``planner.runtime.recompute``: every other ``mm`` saved, counted over the block):
+    the attention projections ``attn_widths``, the router's ``gate`` (``E`` logits per token,
+    transformers' ``MixtralTopKRouter``: an ``F.linear`` on the flattened tokens) and, under expert
+    parallelism, each local expert's gate-up (``2f``) and down (``h``) ``F.linear`` on its rows
+    (``planner.runtime.expert_parallel.ParallelExperts._experts``; ``T k`` rows over the ``E / ep``
+    local experts, stated per token as ``k / (E / ep)`` of a row each). Without expert parallelism
+    the experts run transformers' ``grouped_mm`` (``aten._grouped_mm``, not an ``mm``): recomputed.
+    Measured with torch's tracker on the differential sweep's Mixtral (h 32, 4 experts, top 2): one
+    GPU, micro-batch 8, selective (case d0083), where the whole block's activations were priced as
+    stored [the router's logits replicated over TP]."""
+    widths = list(attn_widths) + [float(layer.num_experts)]
+    if cfg.ep > 1:
+        local = max(1, layer.num_experts // cfg.ep)
+        share = max(1, layer.moe_top_k) / local / cfg.expert_tp
+        for _ in range(local):
+            widths += [2 * layer.ffn_hidden_size * share, layer.hidden_size * share]
+    return widths, [False] * len(widths)
