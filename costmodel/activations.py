@@ -122,20 +122,30 @@ sweep's Mixtral: 112.0 KiB of temporaries at 128 tokens, the "temporaries" its p
 measures at its peak)."""
 
 
+MOE_EP_COMBINE_BACKWARD_BYTES = (6, 14)
+""":data:`MOE_COMBINE_BACKWARD_BYTES` of the runtime's expert-parallel dispatch
+(``planner.runtime.expert_parallel.ParallelExperts``: ``back * weights`` then an out-of-place
+``index_add`` over the token index, whose backward gathers the output gradient per copy and
+scatters it back through the all-to-all). Measured with torch's ``MemTracker`` on
+``MixtralSparseMoeBlock`` with its experts replaced by ``ParallelExperts`` (one-rank gloo group,
+bf16, 128 tokens): 26h per token above the forward's activations at top 2 (h 32 and 64, f 64 and
+128), 19.7h at top 1; the forward's own peak (the combine's index_add) stays below it, 18.5h."""
+
+
 def moe_combine_backward_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """Transient bytes of a MoE block's experts' backward at its weighted combine
-    (:data:`MOE_COMBINE_BACKWARD_BYTES`), on the rank's tokens; 0 for a dense block and under expert
-    parallelism, whose experts run the runtime's own dispatch (``planner.runtime.expert_parallel``).
-    Added only to a block that is not recomputed (``block_activation_bytes``): a recomputed block's
+    (:data:`MOE_COMBINE_BACKWARD_BYTES`), on the rank's tokens; 0 for a dense block; under expert
+    parallelism, whose experts run the runtime's own dispatch (``planner.runtime.expert_parallel``),
+    :data:`MOE_EP_COMBINE_BACKWARD_BYTES`. Added only to a block that is not recomputed (``block_activation_bytes``): a recomputed block's
     transient is already its whole recomputed activations, which the peak phases pair with every
     gradient and the sharded unit's buffers (``costmodel.rank_phases.peak_phase``'s B), an
     over-estimate on the sweep's recomputed MoE stages (d0121, pp 4, ZeRO 3, one block a stage:
     368 KiB of activations and temporaries measured beside the gathered parameters alone, no
     gradient, where 352 KiB were priced beside every gradient and a 10 B per parameter unit),
     which adding this term made worse (+25 % to +41 %) [open: B's pairing]."""
-    if not layer.is_moe or cfg.ep > 1:
+    if not layer.is_moe:
         return 0.0
-    per_copy, per_token = MOE_COMBINE_BACKWARD_BYTES
+    per_copy, per_token = MOE_EP_COMBINE_BACKWARD_BYTES if cfg.ep > 1 else MOE_COMBINE_BACKWARD_BYTES
     return cfg.tokens * layer.hidden_size * (per_copy * max(1, layer.moe_top_k) + per_token)
 
 
@@ -151,7 +161,8 @@ fp32 probabilities (4 B per expert and token). transformers' ``grouped_mm_expert
 ``token``) alike. Measured with torch's ``MemTracker`` on ``MixtralSparseMoeBlock`` in bf16
 (transformers 5.25, CPU): 1,444 B per token at h 32, f 64, 4 experts, top 2 (228 B beyond the
 priced terms and the block's output; 224 by this term), +10h per token for +32 in h, +16 B for 4 more
-experts, 764 B at top 1."""
+experts, 764 B at top 1. With ``ParallelExperts`` (one-rank gloo group): 2h + 8 B more per copy
+(1,588 B per token at h 32, 2,036 at h 64), priced as 2h more."""
 
 
 def moe_combine_saved_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
@@ -160,5 +171,7 @@ def moe_combine_saved_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
     if not layer.is_moe:
         return 0.0
     per_h, per_copy, per_expert = MOE_COMBINE_SAVED_BYTES
+    if cfg.ep > 1:  # ParallelExperts also keeps the all-to-all's received rows (MOE_COMBINE_SAVED_BYTES)
+        per_h += 2
     copies = cfg.tokens * max(1, layer.moe_top_k)
     return copies * (per_h * layer.hidden_size + per_copy) + cfg.tokens * per_expert * layer.num_experts
