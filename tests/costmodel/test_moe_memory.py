@@ -5,6 +5,8 @@ them (``planner.runtime.memcheck.check._full_module``), within the memory band (
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -29,8 +31,9 @@ def _local(recompute: str) -> LocalConfig:
     return LocalConfig(micro_batch=1, seq_len=TOKENS, tp=1, cp=1, ep=1, sp=False, recompute=recompute, flash=True, zero3_group=1, terms=terms)
 
 
-def _tracked(h: int, f: int, experts: int, top_k: int, recompute: str = "none") -> tuple[float, float]:
-    """(activation bytes after the forward, the backward's peak above them) of one MoE block."""
+def _tracked(h: int, f: int, experts: int, top_k: int, recompute: str = "none", ep_group: object = None) -> tuple[float, float]:
+    """(activation bytes after the forward, the backward's peak above them) of one MoE block, its
+    experts the runtime's ``ParallelExperts`` over ``ep_group`` where given."""
     from torch.distributed._tools.mem_tracker import MemTracker
     from transformers import MixtralConfig
     from transformers.models.mixtral.modeling_mixtral import MixtralSparseMoeBlock
@@ -40,7 +43,14 @@ def _tracked(h: int, f: int, experts: int, top_k: int, recompute: str = "none") 
     config = MixtralConfig(hidden_size=h, intermediate_size=f, num_local_experts=experts, num_experts_per_tok=top_k)
     config._experts_implementation = "grouped_mm"
     torch.manual_seed(0)
-    block = MixtralSparseMoeBlock(config).to(torch.bfloat16)
+    block = MixtralSparseMoeBlock(config)
+    if ep_group is not None:
+        from planner.runtime.expert_parallel import ParallelExperts
+
+        block.experts = ParallelExperts(block.experts, 1, 0, ep_group)
+        for p in block.experts.parameters():
+            torch.nn.init.normal_(p.data)
+    block = block.to(torch.bfloat16)
     apply_recompute(block, recompute)
     x = torch.randn(1, TOKENS, h, dtype=torch.bfloat16, requires_grad=True)
     tracker = MemTracker()
@@ -86,3 +96,31 @@ def test_selective_saves_router_logits_only() -> None:
     predicted = cfg.tokens * ACT_BYTES * widths[0]
     measured_saved, _ = _tracked(32, 64, 4, 2, "selective")
     assert _in_band(predicted, measured_saved), (predicted, measured_saved)
+
+
+@pytest.mark.parametrize("h, top_k", [(32, 2), (64, 2), (32, 1)])
+def test_expert_parallel_dispatch(h: int, top_k: int) -> None:
+    """The runtime's ``ParallelExperts`` (a one-rank gloo group: the same allocations as at ep > 1
+    under even routing), priced as at ep 2 on the same tokens."""
+    import os
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        measured_saved, measured_transient = _tracked(h, 64, 4, top_k, ep_group=dist.group.WORLD)
+    finally:
+        dist.destroy_process_group()
+    spec, cfg = _spec(h, 64, 4, top_k), _local("none")
+    cfg = replace(cfg, ep=2)
+    full, _ = transformer_activation_bytes(spec, cfg)
+    dense_part, _ = transformer_activation_bytes(spec.model_copy(update={"num_experts": 0, "moe_top_k": 0}), cfg)
+    eager_act = eager_block_extra_bytes(spec, cfg) - eager_block_extra_bytes(spec.model_copy(update={"ffn_act": "gelu"}), cfg)
+    saved = full - (dense_part - cfg.tokens * 6 * 64) + eager_act + moe_combine_saved_bytes(spec, cfg)
+    assert _in_band(saved, measured_saved), (saved, measured_saved)
+    assert _in_band(moe_combine_backward_bytes(spec, cfg), measured_transient), (moe_combine_backward_bytes(spec, cfg), measured_transient)
