@@ -15,8 +15,8 @@ from planner.plans.build import build_plan
 from planner.plans.schema import Plan
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 
-LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=3, engine="torchtitan", global_batch=512, seq_len=8192, micro_batch=1, recompute="full")
-RUNNERS_UP = (dict(LLAMA70B, cp=4, dp=2, micro_batch=2), dict(LLAMA70B, tp=4, pp=2, cp=1, dp=8))
+LLAMA70B = dict(tp=2, pp=4, cp=2, dp=4, sp=True, zero=3, engine="torchtitan", global_batch=512, seq_len=4096, micro_batch=1, recompute="full")
+RUNNERS_UP = (dict(LLAMA70B, cp=4, dp=2, micro_batch=2), dict(LLAMA70B, tp=8, pp=2, cp=1, dp=4))
 
 
 def make_plan(model: str, cluster: str, alternatives: tuple[dict[str, Any], ...] = (), target: str = "megatron", **config: Any) -> Plan:
