@@ -179,7 +179,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held = _held_act_bytes(cfg, t, rank, flight)
     unit = _unit_bytes(cfg, t, terms)
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
-    phase = backward_start(t, held, grads, unit if apart else None)
+    phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
