@@ -193,7 +193,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _buffer_bytes(cfg, t, terms) - unit + phase.unit + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _held_buffer_bytes(cfg, t, terms) + phase.unit + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -300,14 +300,22 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Communication buffers (the pipeline's receive buffers apart, :func:`p2p_buffer_bytes`): ZeRO-3's gathered copy of the
-    largest unit plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
-    adds the unit's unsharded bf16 gradient and its fp32 reduce-scatter copy, :data:`FSDP2_UNIT_BYTES`;
-    under ZeRO 1-2 without pipelining the fp32 copy alone, :data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
-    the SP all-gather workspace of one b·s·h activation, and Transformer Engine's FP8 weight copies
-    (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per parameter, counted over all the rank's
-    parameters: an upper bound, since the embedding and head stay bf16)."""
-    zero3 = (FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0) + _unit_bytes(cfg, t, terms)
+    """Communication buffers (the pipeline's receive buffers apart, :func:`p2p_buffer_bytes`): the
+    largest sharded unit's working set (:func:`_unit_bytes`) beside the buffers held all step
+    (:func:`_held_buffer_bytes`). A rank's peak phase may hold the unit or not
+    (``costmodel.rank_phases.Phase.unit``); this prices it held, as the search's budgets do."""
+    return _held_buffer_bytes(cfg, t, terms) + _unit_bytes(cfg, t, terms)
+
+
+def _held_buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
+    """Buffers held for the whole step: the stage FSDP2 keeps gathered (:func:`_keeps_gathered`,
+    :data:`FSDP2_PP_GATHERED_BYTES`), the SP all-gather workspace of one b·s·h activation, and
+    Transformer Engine's FP8 weight copies (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per
+    parameter, counted over all the rank's parameters: an upper bound, since the embedding and head
+    stay bf16). ZeRO-3's gathered unit (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
+    :data:`FSDP2_UNIT_BYTES`, under ZeRO 1-2 without pipelining the fp32 reduce-scatter input alone,
+    :data:`FSDP2_LOW_ZERO_UNIT_BYTES`) is :func:`_unit_bytes`."""
+    gathered = FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
-    return zero3 + sp + fp8
+    return gathered + sp + fp8

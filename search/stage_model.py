@@ -18,7 +18,7 @@ import numpy as np
 from costmodel.headroom import usable_gib
 from costmodel.local import LayerCost
 from costmodel.memory import GIB, in_flight_microbatches
-from costmodel.rank_memory import _buffer_bytes, p2p_buffer_bytes
+from costmodel.rank_memory import _buffer_bytes, _p2p_bytes
 from costmodel.specs import ParallelConfig
 from costmodel.step import FRAGMENTATION, _terms, local_config
 from costmodel.table import RECOMPUTE_CODES, CostTable
@@ -85,11 +85,10 @@ def stage_budget(table: CostTable, cfg: ParallelConfig, gc: GroupCosts, counts: 
     # the per-parameter buffers are in block_state_bytes already
     held = SimpleNamespace(params=0.0, boundary_bytes=boundary_bytes, largest_layer_params=largest)
     states = block_state_bytes(table, cfg, params, expert) + rank_extra_bytes(table, cfg, rank, flight, held_grad=True)
-    buffers = _buffer_bytes(cfg, held, _terms(table, cfg))  # type: ignore[arg-type]
-    # receive buffers: the previous stage's boundary taken as this one's (equal between blocks)
     terms = _terms(table, cfg)
-    buffers += p2p_buffer_bytes(cfg, boundary_bytes if rank > 0 else 0.0, boundary_bytes if rank < cfg.pp - 1 else 0.0) \
-        if terms.torch_pipelining else 4 * boundary_bytes * (cfg.pp > 1)
+    # receive buffers: the previous stage's boundary taken as this one's (equal between blocks)
+    pipe = SimpleNamespace(boundary_bytes=boundary_bytes, recv_bytes=boundary_bytes if rank > 0 else 0.0,
+                           send_bytes=boundary_bytes if rank < cfg.pp - 1 else 0.0)
+    buffers = _buffer_bytes(cfg, held, terms) + _p2p_bytes(cfg, pipe, terms)  # type: ignore[arg-type]
     capacity = (usable_gib(table.cluster) - table.cluster.runtime_overhead_gib) * GIB - gc.margin_bytes
-    flight = in_flight_microbatches(cfg.schedule, rank, cfg.pp, cfg.vpp, cfg.num_microbatches)
     return StageBudget((capacity - states - buffers) / (1 + FRAGMENTATION), flight)
