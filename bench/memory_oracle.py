@@ -17,7 +17,10 @@ The last lines give the distribution of the error over every measured rank kind,
 model, first, middle, last pipeline stage): min / median / max, the worst over and the worst under
 (``planner.runtime.memcheck.spread``).
 
-Run: ``python bench/memory_oracle.py [--planned] [--full-depth] [--categories] [CASE ...]``.
+``--cp`` measures the planner-chosen context-parallel plans (``cases.CONTEXT_PARALLEL``: a 1.1B
+Llama with grouped K/V, Llama 3.2 3B and Llama 3.1 8B at 32K-131K tokens, issue 34) the same way.
+
+Run: ``python bench/memory_oracle.py [--planned | --cp] [--full-depth] [--categories] [CASE ...]``.
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
 
     silence_third_party()  # FSDP2's per-step advice on fake tensors, as check-memory silences it
     from planner.runtime.memcheck.check import check_memory
-    from planner.runtime.memcheck.cases import CASES, PLANNED, case_model, case_plan
+    from planner.runtime.memcheck.cases import CASES, CONTEXT_PARALLEL, PLANNED, case_model, case_plan
     from planner.runtime.memcheck.spread import Checked, spread_lines
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -56,8 +59,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full-depth", action="store_true", help="measure every block instead of extrapolating")
     parser.add_argument("--categories", action="store_true", help="also print each rank's measured and predicted categories")
     parser.add_argument("--planned", action="store_true", help="the planner-chosen cases (cases.PLANNED) instead")
+    parser.add_argument("--cp", action="store_true", help="the planner-chosen context-parallel cases (cases.CONTEXT_PARALLEL) instead")
     args = parser.parse_args(argv)
-    chosen = [c for c in (PLANNED if args.planned else CASES) if not args.cases or c.name in args.cases]
+    pool = CONTEXT_PARALLEL if args.cp else PLANNED if args.planned else CASES
+    chosen = [c for c in pool if not args.cases or c.name in args.cases]
     print(f"{'case':36} {'rank':>4} {'measured':>9} {'predicted':>9} {'error':>7}  verdict  {'GPU-only':>8} {'per GPU':>8} seconds")
     errors, failed, checked = [], 0, []
     for case in chosen:
@@ -80,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.categories:
                 for label, parts in (("measured", row.measured_gib), ("predicted", row.predicted_gib), ("GPU-only", row.gpu_only_gib)):
                     print(f"{'':41} {label:9} " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
-        if args.planned:
+        if args.planned or args.cp:
             failed += not _plan_row(plan, result)
         print(f"{'':36} {'':4} total {time.perf_counter() - start:.1f} s", file=sys.stderr)
     if errors:

@@ -108,7 +108,21 @@ GPT2_24L_2K_CONFIG = dict(GPT2_MEDIUM_CONFIG, n_positions=2048, vocab_size=50304
 """Issue 31's GPT-2-family config.json: GPT-2 medium's 24 blocks of 1,024 with ``gelu_new`` and a tied
 head, 2,048 positions and the vocabulary padded to 50,304 (a multiple of 64, as nanoGPT pads it), so
 that tp 2 divides it."""
-CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG, "gpt2-24l-2k.json": GPT2_24L_2K_CONFIG}
+LLAMA_1B_GQA_CONFIG = dict(
+    architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=2048, intermediate_size=5632,
+    num_attention_heads=32, num_key_value_heads=4, num_hidden_layers=22, vocab_size=32000,
+    max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=10000.0, tie_word_embeddings=False,
+)
+"""A 1.1B Llama with grouped K/V (TinyLlama/TinyLlama_v1.1/config.json's shape: 22 blocks of 2,048, 32 query
+heads over 4 K/V heads), its positions widened to 131,072 for long-context plans."""
+LLAMA_3B_CONFIG = dict(
+    architectures=["LlamaForCausalLM"], model_type="llama", hidden_size=3072, intermediate_size=8192,
+    num_attention_heads=24, num_key_value_heads=8, num_hidden_layers=28, vocab_size=128256,
+    max_position_embeddings=131072, rms_norm_eps=1e-5, rope_theta=500000.0, tie_word_embeddings=True,
+)
+"""meta-llama/Llama-3.2-3B/config.json (the fields the model's shape depends on; the rope scaling dropped)."""
+CONFIGS = {"mixtral-8x7b.json": MIXTRAL_8X7B_CONFIG, "gpt2-medium.json": GPT2_MEDIUM_CONFIG, "gpt2-24l-2k.json": GPT2_24L_2K_CONFIG,
+           "llama-1b-gqa.json": LLAMA_1B_GQA_CONFIG, "llama3.2-3b.json": LLAMA_3B_CONFIG}
 
 
 def config_path(name: str) -> str:
@@ -217,3 +231,20 @@ config.json (transformers' module: tied head, learned positions, op-by-op tanh G
 cases (the GPT-2-family config at tp 2 ZeRO 2 on 8 A100, micro-batch 16 x 2,048; Llama 3.1 8B on 16
 H100 at tp 2 ZeRO 3, sequence 8,192) and one plan per ZeRO stage, recompute mode and an MoE. ``bench/memory_oracle.py --planned``
 measures them; the plan's own per-GPU figure is the native engine's, which the check predicts with."""
+
+
+CONTEXT_PARALLEL: tuple[Case, ...] = (
+    Case("cp-llama1b-8gpu-32k-cp2", "llama-1b-gqa.json", "dgx-a100", search=dict(gpus=8, global_batch=8, seq_len=32768, cp=2)),
+    Case("cp-llama1b-8gpu-64k-cp4-tp2", "llama-1b-gqa.json", "dgx-a100", search=dict(gpus=8, global_batch=8, seq_len=65536, cp=4, tp=2)),
+    Case("cp-llama1b-8gpu-32k-cp2-pp2-full", "llama-1b-gqa.json", "dgx-a100", search=dict(gpus=8, global_batch=16, seq_len=32768, cp=2, pp=2, recompute="full")),
+    Case("cp-llama1b-8gpu-64k-cp2-zero3-selective", "llama-1b-gqa.json", "dgx-a100", search=dict(gpus=8, global_batch=8, seq_len=65536, cp=2, zero=3, recompute="selective")),
+    Case("cp-llama3b-16gpu-32k-cp2", "llama3.2-3b.json", "dgx-a100", search=dict(gpus=16, global_batch=16, seq_len=32768, cp=2)),
+    Case("cp-llama3b-16gpu-64k-cp4", "llama3.2-3b.json", "dgx-a100", search=dict(gpus=16, global_batch=16, seq_len=65536, cp=4)),
+    Case("cp-llama8b-16gpu-32k-cp2", "llama3.1-8b", search=dict(gpus=16, global_batch=16, seq_len=32768, cp=2)),
+    Case("cp-llama8b-16gpu-128k", "llama3.1-8b", search=dict(gpus=16, global_batch=16, seq_len=131072, cp=(2, 16))),
+)
+"""Planner-chosen context-parallel plans (issue 34: check-memory on cp plans within the memory band): the
+native search's pick under a ``cp`` constraint for a 1.1B Llama with grouped K/V on 8 A100 at 32K-64K
+tokens (with tp, pp, ZeRO 3 and each recompute mode), a Llama 3.2 3B on 16 A100 and Llama 3.1 8B on 16
+H100 at 32K and at issue 34's 131,072 tokens with ``--cp 2..16``. ``bench/memory_oracle.py --cp``
+measures them."""
