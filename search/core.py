@@ -5,13 +5,16 @@
    formula applied to the sum of the fastest per-layer times (``bound_s``), computed lazily: a cheap
    bound for all, the full one and the memory bound only for options that reach the front of the
    queue (``search.frontier``; the order is the same as bounding everything).
-2. Evaluate options in order of bound with uniform recomputation (none / selective / full) until the
-   bound passes the k-th best plan found: everything after cannot win (pruned, proven).
+2. Evaluate options in order of bound with uniform recomputation (none / selective / full, as the
+   target and the option's schedule allow) until the bound passes the k-th best plan found:
+   everything after cannot win (pruned, proven). A time-limited search evaluates a few seeds first;
+   a seed the queue never reaches takes its full bound, not its queue key.
 3. Refine the surviving options with the stage dynamic program and per-rank recomputation
    (``search.stages``, ``search.recompute``), re-evaluating each result with the cost model.
-An option whose refinement searched every split is closed; the optimality gap is the distance from
-the best plan to the lowest bound still open. A time limit stops either phase (anytime: the best plan
-so far, with its gap).
+An option whose refinement searched every split (for long models, every split whose stage-DP
+objective can beat the window's best: ``search.stages.split_within``) is closed; the optimality gap
+is the distance from the best plan to the lowest bound still open. A time limit stops either phase
+(anytime: the best plan so far, with its gap).
 """
 
 from __future__ import annotations

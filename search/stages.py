@@ -5,9 +5,10 @@ that remain, the Pareto front of (slowest stage time, sum of stage times): the 1
 (m − 1)·max + Σ of per-stage micro-batch times (``costmodel.pipeline``), so the fronts hold its exact
 optimum. Stage boundaries range over a window around the balanced split (the whole range for short
 models); for longer models :func:`split_within` then searches every split that can beat the best one
-found, which memory may push far from the balanced split (the ranks holding the most in-flight
-micro-batches take the fewest layers). Interleaved splits (vpp > 1) tie several chunks to one rank: all splits are enumerated when
-few, otherwise the balanced split is improved by moving one boundary at a time.
+the window found, which memory may push far from the balanced split (the ranks that hold the most
+in-flight micro-batches take the fewest layers). Interleaved splits (vpp > 1) tie several chunks to
+one rank: all splits are enumerated when few, otherwise the balanced split is improved by moving one
+boundary at a time.
 """
 
 from __future__ import annotations
