@@ -12,7 +12,8 @@ from costmodel.specs import ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable
 from search.stage_model import GroupCosts, group_costs
 from search.stages import (
-    FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StageFn, StagePlan, split_interleaved, split_one_chunk, split_within, stage_evaluator,
+    FULL_RANGE_LAYERS, MAX_ENUMERATED_SPLITS, SMALL_SPLITS, WINDOW, StageFn, StagePlan, split_interleaved, split_one_chunk, split_within,
+    stage_evaluator,
 )
 from search.targets import TargetRules, forbidden_cuts, native_zb_modes
 

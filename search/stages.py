@@ -103,8 +103,9 @@ def split_one_chunk(table: CostTable, cfg: ParallelConfig, f: StageFn, balanced:
 
 def split_within(table: CostTable, cfg: ParallelConfig, f: StageFn, fastest_s: np.ndarray, within_s: float) -> tuple[list[StagePlan] | None, int]:
     """(every split of objective at most ``within_s``, best first, or None when that takes more than
-    ``EXACT_WORK`` stage evaluations; the evaluations spent), vpp = 1, all boundaries, not a window. ``fastest_s``: each
-    layer's least time per micro-batch under any recomputation f may choose. The objective
+    ``EXACT_WORK`` stage evaluations; the evaluations spent), vpp = 1, over all boundaries, not a
+    window. ``fastest_s``: each layer's least time per micro-batch under any recomputation ``f`` may
+    choose (``f``'s stage time is the sum of its layers' times in their chosen modes). The objective
     (m − 1)·max + Σ of stage times is at least (m − 1)·A + S for a stage whose layers' least times
     sum to A, S the least times of all layers, so no such split has a stage with
     A > (within_s − S)/(m − 1): each stage's first layer lies where the stages before it can reach
