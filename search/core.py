@@ -5,13 +5,16 @@
    formula applied to the sum of the fastest per-layer times (``bound_s``), computed lazily: a cheap
    bound for all, the full one and the memory bound only for options that reach the front of the
    queue (``search.frontier``; the order is the same as bounding everything).
-2. Evaluate options in order of bound with uniform recomputation (none / selective / full) until the
-   bound passes the k-th best plan found: everything after cannot win (pruned, proven).
+2. Evaluate options in order of bound with uniform recomputation (none / selective / full, as the
+   target and the option's schedule allow) until the bound passes the k-th best plan found:
+   everything after cannot win (pruned, proven). A time-limited search evaluates a few seeds first;
+   a seed the queue never reaches takes its full bound, not its queue key.
 3. Refine the surviving options with the stage dynamic program and per-rank recomputation
    (``search.stages``, ``search.recompute``), re-evaluating each result with the cost model.
-An option whose refinement searched every split is closed; the optimality gap is the distance from
-the best plan to the lowest bound still open. A time limit stops either phase (anytime: the best plan
-so far, with its gap).
+An option whose refinement searched every split (for long models, every split whose stage-DP
+objective can beat the window's best: ``search.stages.split_within``) is closed; the optimality gap
+is the distance from the best plan to the lowest bound still open. A time limit stops either phase
+(anytime: the best plan so far, with its gap).
 """
 
 from __future__ import annotations
@@ -23,12 +26,12 @@ from collections.abc import Callable
 from costmodel.specs import ClusterSpec, ModelSpec, ParallelConfig
 from costmodel.memory import GIB
 from costmodel.step import estimate_step
-from costmodel.table import CostTable, build_cost_table
+from costmodel.table import RECOMPUTE_CODES, CostTable, build_cost_table
 from search.bounds import compute_floor_s
 from search.constraints import closest_unconstrained, describe, option_summary, recompute_modes
-from search.refine import refine, refine_work
+from search.refine import refine
 from search.space import Option, meshes, options
-from search.targets import rules_for
+from search.targets import native_zb_modes, rules_for
 from search.types import Candidate, SearchRequest, SearchResult, SearchStats
 from search.frontier import Frontier
 from search.pool import Pool
@@ -88,11 +91,14 @@ def search_plan(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest, prog
         frontier.take()
         if i in seeded:  # evaluated already: keep its full bound, tighter than the seed's key
             opened[seeded[i]] = (bound,) + opened[seeded[i]][1:]
+            del seeded[i]
         else:
             opened.append(_open(table, req, pool, bound, option))
         if progress:
             progress(len(opened), len(every))
-    evaluated = len(opened) * len(_modes(req))
+    for i, place in seeded.items():  # seeds the queue never reached: their full bound, not the seed's key
+        opened[place] = (max(opened[place][0], frontier.full_bound_s(i)),) + opened[place][1:]
+    evaluated = sum(len(_modes(req, base)) for _, base, _ in opened)
     open_bounds, refined = _refine_all(table, req, pool, sorted(opened, key=lambda o: (o[2], o[0])), deadline)
     timed_out = timed_out or refined < len(opened) and bool(deadline and time.perf_counter() > deadline)
     unexplored = frontier.lowest_s()
@@ -109,7 +115,7 @@ def _open(table: CostTable, req: SearchRequest, pool: Pool, bound: float, option
     configuration, its fastest fitting uniform step)."""
     base = option.to_config()
     uniform = math.inf
-    for mode in _modes(req):
+    for mode in _modes(req, base):
         cfg = base.model_copy(update={"recompute": mode})
         cand = Candidate(cfg, estimate_step(table, cfg))
         pool.add(cand)
@@ -118,9 +124,14 @@ def _open(table: CostTable, req: SearchRequest, pool: Pool, bound: float, option
     return bound, base, uniform
 
 
-def _modes(req: SearchRequest) -> tuple[str, ...]:
-    """The uniform recomputation modes the request's constraints and its target's engine allow."""
-    return recompute_modes(req.constraints, rules_for(req.target).recompute_modes)
+def _modes(req: SearchRequest, base: ParallelConfig | None = None) -> tuple[str, ...]:
+    """The uniform recomputation modes the request's constraints and its target's engine allow (for
+    ``base``'s schedule: no selective recomputation under the native ZB-H1 pipeline,
+    ``search.targets.native_zb_modes``)."""
+    rules = rules_for(req.target)
+    modes = recompute_modes(req.constraints, rules.recompute_modes)
+    zb = native_zb_modes(rules, base.schedule, base.pp) if base is not None else None
+    return modes if zb is None else tuple(m for m in modes if (RECOMPUTE_CODES.index(m),) in zb)
 
 
 def _unsatisfiable(model: ModelSpec, cluster: ClusterSpec, req: SearchRequest) -> tuple[str, ...]:
@@ -165,10 +176,10 @@ def _refine_all(table: CostTable, req: SearchRequest, pool: Pool, opened: list, 
             continue
         exhaustive, margin = True, 0.0
         for attempt in range(MARGIN_RETRIES + 1):
-            candidates, searched = refine(table, base, rules, req.constraints.recompute, req.target, margin)
+            candidates, searched, spent = refine(table, base, rules, req.constraints.recompute, req.target, margin)
             exhaustive = searched if attempt == 0 else exhaustive
             count += 1
-            work += refine_work(table, base)
+            work += spent
             priced = [Candidate(cfg, estimate_step(table, cfg)) for cfg in candidates]
             for cand in priced:
                 pool.add(cand)

@@ -93,6 +93,15 @@ class Frontier:
                 ranked.append((bound_s(self.table, self.every[i], self.memo, pressure=False), key, i))
         return [(key, i, self.every[i]) for _, key, i in sorted(ranked)[:count]]
 
+    def full_bound_s(self, i: int) -> float:
+        """Option ``i``'s full bound, as :meth:`peek` would give it at the front (``inf`` when its
+        memory bound is over the GPU's memory: no configuration of it fits)."""
+        if i not in self.memory:
+            self.memory[i] = memory_bound_gib(self.table, self.every[i], self.memo)
+        if self.memory[i] > usable_gib(self.table.cluster):
+            return math.inf
+        return bound_s(self.table, self.every[i], self.memo)
+
     def take(self) -> None:
         """Remove the front (after :meth:`peek`)."""
         heapq.heappop(self._heap)

@@ -4,8 +4,11 @@ For one chunk per rank (vpp = 1) a dynamic program over (stage, first layer) kee
 that remain, the Pareto front of (slowest stage time, sum of stage times): the 1F1B/GPipe step is
 (m − 1)·max + Σ of per-stage micro-batch times (``costmodel.pipeline``), so the fronts hold its exact
 optimum. Stage boundaries range over a window around the balanced split (the whole range for short
-models). Interleaved splits (vpp > 1) tie several chunks to one rank: all splits are enumerated when
-few, otherwise the balanced split is improved by moving one boundary at a time.
+models); for longer models :func:`split_within` then searches every split that can beat the best one
+the window found, which memory may push far from the balanced split (the ranks that hold the most
+in-flight micro-batches take the fewest layers). Interleaved splits (vpp > 1) tie several chunks to
+one rank: all splits are enumerated when few, otherwise the balanced split is improved by moving one
+boundary at a time.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ MAX_ENUMERATED_SPLITS = 3000
 SMALL_SPLITS = 64
 """Splits few enough to hand every one to the cost model (vpp = 1)."""
 FRONT_LIMIT = 8
+EXACT_WORK = 40_000
+"""Stage evaluations :func:`split_within` may spend (beyond that the window search stands)."""
+CAP_TOLERANCE = 1e-9
+"""Relative slack on :func:`split_within`'s cap, erring towards searching more."""
 
 
 @dataclass(frozen=True)
@@ -91,16 +98,58 @@ def split_one_chunk(table: CostTable, cfg: ParallelConfig, f: StageFn, balanced:
     n, p, m = len(table.layer_group), cfg.pp, cfg.num_microbatches
     if math.comb(n - 1, p - 1) <= SMALL_SPLITS:
         return _every_split(table, f, n, p, m)
-    windows = _windows(n, p, balanced) + [range(n, n + 1)]
+    return _front_dp(table, f, _windows(n, p, balanced) + [range(n, n + 1)], m, lambda start: n)[0]
+
+
+def split_within(table: CostTable, cfg: ParallelConfig, f: StageFn, fastest_s: np.ndarray, within_s: float) -> tuple[list[StagePlan] | None, int]:
+    """(every split of objective at most ``within_s``, best first, or None when that takes more than
+    ``EXACT_WORK`` stage evaluations; the evaluations spent), vpp = 1, over all boundaries, not a
+    window. ``fastest_s``: each layer's least time per micro-batch under any recomputation ``f`` may
+    choose (``f``'s stage time is the sum of its layers' times in their chosen modes). The objective
+    (m − 1)·max + Σ of stage times is at least (m − 1)·A + S for a stage whose layers' least times
+    sum to A, S the least times of all layers, so no such split has a stage with
+    A > (within_s − S)/(m − 1): each stage's first layer lies where the stages before it can reach
+    and the stages after it can cover the rest under that cap (greedy reach, exact for contiguous
+    cuts of non-negative times), and each stage ends within the cap."""
+    n, p, m = len(table.layer_group), cfg.pp, cfg.num_microbatches
+    cum = np.concatenate([[0.0], np.cumsum(fastest_s)])
+    cap = (within_s * (1 + CAP_TOLERANCE) - cum[-1]) / (m - 1) if m > 1 else math.inf
+    if cap < float(np.max(fastest_s)):
+        return [], 0  # some layer alone exceeds it: no split is within
+    ahead, behind = [0], [n]
+    for _ in range(p):
+        ahead.append(int(np.searchsorted(cum, cum[ahead[-1]] + cap, side="right")) - 1)
+        behind.append(int(np.searchsorted(cum, cum[behind[-1]] - cap, side="left")))
+    windows = [range(max(k, behind[p - k]), min(ahead[k], n - p + k) + 1) for k in range(p)] + [range(n, n + 1)]
+    if any(len(w) == 0 for w in windows):
+        return [], 0
+
+    def longest(start: int) -> int:
+        return int(np.searchsorted(cum, cum[start] + cap, side="right")) - 1
+
+    work = sum(max(0, min(longest(a), windows[k + 1][-1]) - max(a, windows[k + 1][0] - 1)) for k in range(p) for a in windows[k])
+    if work > EXACT_WORK:
+        return None, 0
+    return _front_dp(table, f, windows, m, longest)
+
+
+def _front_dp(table: CostTable, f: StageFn, windows: list[range], m: int, longest: Callable[[int], int]) -> tuple[list[StagePlan], int]:
+    """The Pareto dynamic program over (stage, first layer): stage s starts in ``windows[s]`` and
+    ends at most at ``longest(start)``; (plans best first, stage evaluations)."""
+    p, n = len(windows) - 1, windows[-1][0]
     # front[s][start]: entries (max, sum, end, choice, next entry) for stages s.. covering start..n-1
     front: list[dict[int, list]] = [dict() for _ in range(p + 1)]
     front[p][n] = [(0.0, 0.0, None, None, None)]
+    work = 0
     for s in range(p - 1, -1, -1):
         for start in windows[s]:
-            entries = []
+            entries, last = [], longest(start)
             for end in windows[s + 1]:
+                if end > last:
+                    break
                 if end <= start or end not in front[s + 1]:
                     continue
+                work += 1
                 got = f(s, start, end)
                 if got is None:
                     continue
@@ -108,7 +157,7 @@ def split_one_chunk(table: CostTable, cfg: ParallelConfig, f: StageFn, balanced:
                     entries.append((max(child[0], got[0]), child[1] + got[0], end, got[1], child))
             if entries:
                 front[s][start] = _pareto(entries)
-    return sorted((_unwind(table, e, m) for e in front[0].get(0, [])), key=lambda x: x.objective_s)
+    return sorted((_unwind(table, e, m) for e in front[0].get(0, [])), key=lambda x: x.objective_s), work
 
 
 def _every_split(table: CostTable, f: StageFn, n: int, p: int, m: int) -> list[StagePlan]:
