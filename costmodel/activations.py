@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from costmodel.cp_memory import cp_gathered_kv_bytes
 from costmodel.engines import sac_saved_matmuls
+from costmodel.flops import ffn_matrices
 from costmodel.local import ACT_BYTES, LocalConfig
 from costmodel.memory import eager_block_extra_bytes, sp_gathered_input_bytes, transformer_activation_bytes
 from costmodel.specs import TransformerLayer
@@ -96,15 +97,21 @@ def moe_sac_matmuls(layer: TransformerLayer, cfg: LocalConfig, attn_widths: list
     (``planner.runtime.expert_parallel.ParallelExperts._experts``; ``T k`` rows over the ``E / ep``
     local experts, stated per token as ``k / (E / ep)`` of a row each). Without expert parallelism
     the experts run transformers' ``grouped_mm`` (``aten._grouped_mm``, not an ``mm``): recomputed.
-    Measured with torch's tracker on the differential sweep's Mixtral (h 32, 4 experts, top 2): one
-    GPU, micro-batch 8, selective (case d0083), where the whole block's activations were priced as
-    stored [the router's logits replicated over TP]."""
+    A shared expert (DeepSeek-V3, Qwen-MoE: transformers' ``DeepseekV3MoE.forward`` adds
+    ``shared_experts(residuals)`` after the routed experts) runs its gate, up and down ``F.linear``
+    (up and down without a gate) on every token, split by TP. Measured with torch's tracker on the
+    differential sweep's Mixtral (h 32, 4 experts, top 2): one GPU, micro-batch 8, selective (case
+    d0083), where the whole block's activations were priced as stored [the router's logits
+    replicated over TP; the shared expert's order from transformers' source, not measured]."""
     widths = list(attn_widths) + [float(layer.num_experts)]
     if cfg.ep > 1:
         local = max(1, layer.num_experts // cfg.ep)
         share = max(1, layer.moe_top_k) / local / cfg.expert_tp
         for _ in range(local):
             widths += [2 * layer.ffn_hidden_size * share, layer.hidden_size * share]
+    shared = layer.shared_expert_ffn_hidden_size / cfg.tp
+    if shared:
+        widths += [shared] * (ffn_matrices(layer) - 1) + [float(layer.hidden_size)]
     return widths, [False] * len(widths)
 
 
