@@ -97,9 +97,9 @@ def moe_sac_matmuls(layer: TransformerLayer, cfg: LocalConfig, attn_widths: list
     (``planner.runtime.expert_parallel.ParallelExperts._experts``; ``T k`` rows over the ``E / ep``
     local experts, stated per token as ``k / (E / ep)`` of a row each). Without expert parallelism
     the experts run transformers' ``grouped_mm`` (``aten._grouped_mm``, not an ``mm``): recomputed.
-    A shared expert (DeepSeek-V3, Qwen-MoE: transformers' ``DeepseekV3MoE.forward`` adds
-    ``shared_experts(residuals)`` after the routed experts) runs its gate, up and down ``F.linear``
-    (up and down without a gate) on every token, split by TP. Measured with torch's tracker on the
+    A shared expert (DeepSeek-V3, Qwen-MoE: transformers 5.25's ``DeepseekV3MoE.forward`` adds
+    ``shared_experts(residuals)`` after the routed experts, and ``DeepseekV3MLP`` calls ``gate_proj``,
+    ``up_proj``, ``down_proj`` in that order) runs its ``F.linear`` on every token, split by TP. Measured with torch's tracker on the
     differential sweep's Mixtral (h 32, 4 experts, top 2): one GPU, micro-batch 8, selective (case
     d0083), where the whole block's activations were priced as stored [the router's logits
     replicated over TP; the shared expert's order from transformers' source, not measured]."""
