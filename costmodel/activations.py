@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from costmodel.cp_memory import cp_gathered_kv_bytes
 from costmodel.engines import sac_saved_matmuls
+from costmodel.flops import ffn_matrices
 from costmodel.local import ACT_BYTES, LocalConfig
 from costmodel.memory import eager_block_extra_bytes, sp_gathered_input_bytes, transformer_activation_bytes
 from costmodel.specs import TransformerLayer
@@ -47,9 +48,15 @@ def block_activation_bytes(
         eager += sp_gathered_input_bytes(layer, cfg)
     if terms.engine == "native" and terms.cp_all_gather:  # the runtime's gathered K/V (costmodel.cp_memory)
         eager += cp_gathered_kv_bytes(layer, cfg)
-    if terms.op_level_selective and cfg.recompute == "selective" and not layer.is_moe:
+    if terms.engine == "native":  # the experts' saved combine inputs and routing indices
+        eager += moe_combine_saved_bytes(layer, cfg)
+    if terms.engine == "native" and cfg.recompute == "none":  # the experts' backward, first at their weighted combine
+        work += moe_combine_backward_bytes(layer, cfg)
+    if terms.op_level_selective and cfg.recompute == "selective" and (not layer.is_moe or terms.engine == "native"):
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         residual = feeds_residual if feeds_residual is not None else [False] * len(mm_widths)
+        if layer.is_moe:  # the native runtime's MoE block: router and per-expert matmuls (moe_sac_matmuls)
+            mm_widths, residual = moe_sac_matmuls(layer, cfg, mm_widths)
         saved = sac_saved_bytes_per_token(mm_widths, residual, terms.sac_caches_unread_outputs)
         per_token = ACT_BYTES * (h / cfg.sp_div + layer.o_width / cfg.tp) + saved + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
         return cfg.tokens * per_token, full + eager
@@ -78,3 +85,100 @@ def sac_saved_bytes_per_token(mm_widths: list[float], feeds_residual: list[bool]
     outputs, the compiled forward graph returns ``wq wv w1`` and SDPA's outputs."""
     keep = sac_saved_matmuls(mm_widths)
     return ACT_BYTES * sum(w for w, k, r in zip(mm_widths, keep, feeds_residual) if k and (caches_unread or not r))
+
+
+def moe_sac_matmuls(layer: TransformerLayer, cfg: LocalConfig, attn_widths: list[float]) -> tuple[list[float], list[bool]]:
+    """(output widths per token of the block's ``aten.mm`` calls in execution order, whether each only
+    feeds the residual) of a MoE block as the native runtime runs it under op-level selective
+    checkpointing (``planner.runtime.recompute``: every other ``mm`` saved, counted over the block):
+    the attention projections ``attn_widths``, the router's ``gate`` (``E`` logits per token,
+    transformers' ``MixtralTopKRouter``: an ``F.linear`` on the flattened tokens) and, under expert
+    parallelism, each local expert's gate-up (``2f``) and down (``h``) ``F.linear`` on its rows
+    (``planner.runtime.expert_parallel.ParallelExperts._experts``; ``T k`` rows over the ``E / ep``
+    local experts, stated per token as ``k / (E / ep)`` of a row each). Without expert parallelism
+    the experts run transformers' ``grouped_mm`` (``aten._grouped_mm``, not an ``mm``): recomputed.
+    A shared expert (DeepSeek-V3, Qwen-MoE: transformers 5.25's ``DeepseekV3MoE.forward`` adds
+    ``shared_experts(residuals)`` after the routed experts, and ``DeepseekV3MLP`` calls ``gate_proj``,
+    ``up_proj``, ``down_proj`` in that order) runs its ``F.linear`` on every token, split by TP. Measured with torch's tracker on the
+    differential sweep's Mixtral (h 32, 4 experts, top 2): one GPU, micro-batch 8, selective (case
+    d0083), where the whole block's activations were priced as stored [the router's logits
+    replicated over TP; the shared expert's order from transformers' source, not measured]."""
+    widths = list(attn_widths) + [float(layer.num_experts)]
+    if cfg.ep > 1:
+        local = max(1, layer.num_experts // cfg.ep)
+        share = max(1, layer.moe_top_k) / local / cfg.expert_tp
+        for _ in range(local):
+            widths += [2 * layer.ffn_hidden_size * share, layer.hidden_size * share]
+    shared = layer.shared_expert_ffn_hidden_size / cfg.tp
+    if shared:
+        widths += [shared] * (ffn_matrices(layer) - 1) + [float(layer.hidden_size)]
+    return widths, [False] * len(widths)
+
+
+MOE_COMBINE_BACKWARD_BYTES = (14, 1.5)
+"""(bytes per routed token copy, per token) per unit of the hidden size that the backward of
+transformers' ``grouped_mm`` experts (``transformers.integrations.moe.grouped_mm_experts_forward``)
+holds beside the block's saved activations at its first step, the weighted combine: the router's
+weights are fp32, so ``proj_out * sample_weights_g`` is an fp32 ``(T k, h)`` tensor, and its
+backward's gradients (the ``sum`` over top-k expanded, the ``inv_perm`` index's zero-filled scatter,
+the product's fp32 gradients before the cast to bf16) are fp32 copies of it; the output gradient's
+fp32 upcast is per token. Measured with torch's ``MemTracker`` on ``MixtralSparseMoeBlock`` in bf16
+(transformers 5.25, CPU): 14h per copy of temporaries and 1.5-1.75h per token of activations above
+the forward's, at h 32 and 64, f 32-128, 4-8 experts, top 1-2, 128-256 tokens (the differential
+sweep's Mixtral: 112.0 KiB of temporaries at 128 tokens, the "temporaries" its pp 2 first stage
+measures at its peak)."""
+
+
+MOE_EP_COMBINE_BACKWARD_BYTES = (6, 14)
+""":data:`MOE_COMBINE_BACKWARD_BYTES` of the runtime's expert-parallel dispatch
+(``planner.runtime.expert_parallel.ParallelExperts``: ``back * weights`` then an out-of-place
+``index_add`` over the token index, whose backward gathers the output gradient per copy and
+scatters it back through the all-to-all). Measured with torch's ``MemTracker`` on
+``MixtralSparseMoeBlock`` with its experts replaced by ``ParallelExperts`` (one-rank gloo group,
+bf16, 128 tokens): 26h per token above the forward's activations at top 2 (h 32 and 64, f 64 and
+128), 19.7h at top 1; the forward's own peak (the combine's index_add) stays below it, 18.5h."""
+
+
+def moe_combine_backward_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
+    """Transient bytes of a MoE block's experts' backward at its weighted combine
+    (:data:`MOE_COMBINE_BACKWARD_BYTES`), on the rank's tokens; 0 for a dense block; under expert
+    parallelism, whose experts run the runtime's own dispatch (``planner.runtime.expert_parallel``),
+    :data:`MOE_EP_COMBINE_BACKWARD_BYTES`. Added only to a block that is not recomputed (``block_activation_bytes``): a recomputed block's
+    transient is already its whole recomputed activations, which the peak phases pair with every
+    gradient and the sharded unit's buffers (``costmodel.rank_phases.peak_phase``'s B), an
+    over-estimate on the sweep's recomputed MoE stages (d0121, pp 4, ZeRO 3, one block a stage:
+    368 KiB of activations and temporaries measured beside the gathered parameters alone, no
+    gradient, where 352 KiB were priced beside every gradient and a 10 B per parameter unit),
+    which adding this term made worse (+25 % to +41 %) [open: B's pairing]."""
+    if not layer.is_moe:
+        return 0.0
+    per_copy, per_token = MOE_EP_COMBINE_BACKWARD_BYTES if cfg.ep > 1 else MOE_COMBINE_BACKWARD_BYTES
+    return cfg.tokens * layer.hidden_size * (per_copy * max(1, layer.moe_top_k) + per_token)
+
+
+MOE_COMBINE_SAVED_BYTES = (2, 40, 4)
+"""(bytes per routed token copy per unit of the hidden size, per copy, per token and expert) an
+eager MoE block saves for backward beyond :func:`costmodel.memory.transformer_activation_bytes`'
+experts (their SwiGLU and the permuted tokens) and the SwiGLU product: the experts' bf16 down-projection output, which the
+product with the routing weights saves (2h per copy); the fp32 routing weight and the int64 sort
+permutation, its inverse and the token index each copy keeps (about 40 B per copy); the router's
+fp32 probabilities (4 B per expert and token). transformers' ``grouped_mm_experts_forward``
+(``proj_out * sample_weights_g``, ``weighted_out[inv_perm]``) and the runtime's
+``planner.runtime.expert_parallel.ParallelExperts`` (``back * weights``, ``index_add`` over
+``token``) alike. Measured with torch's ``MemTracker`` on ``MixtralSparseMoeBlock`` in bf16
+(transformers 5.25, CPU): 1,444 B per token at h 32, f 64, 4 experts, top 2 (228 B beyond the
+priced terms and the block's output; 224 by this term), +10h per token for +32 in h, +16 B for 4 more
+experts, 764 B at top 1. With ``ParallelExperts`` (one-rank gloo group): 2h + 8 B more per copy
+(1,588 B per token at h 32, 2,036 at h 64), priced as 2h more."""
+
+
+def moe_combine_saved_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
+    """Activation bytes of :data:`MOE_COMBINE_SAVED_BYTES` for one micro-batch on the rank's tokens
+    (the combine's outputs are ``h`` wide on every TP rank); 0 for a dense block."""
+    if not layer.is_moe:
+        return 0.0
+    per_h, per_copy, per_expert = MOE_COMBINE_SAVED_BYTES
+    if cfg.ep > 1:  # ParallelExperts also keeps the all-to-all's received rows (MOE_COMBINE_SAVED_BYTES)
+        per_h += 2
+    copies = cfg.tokens * max(1, layer.moe_top_k)
+    return copies * (per_h * layer.hidden_size + per_copy) + cfg.tokens * per_expert * layer.num_experts

@@ -11,7 +11,7 @@ from costmodel.engines import sac_saved_matmuls
 from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.precision import cast_bytes_per_element
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
-from costmodel.activations import block_activation_bytes
+from costmodel.activations import block_activation_bytes, moe_sac_matmuls
 from costmodel.specs import ClusterSpec, TransformerLayer
 
 
@@ -100,12 +100,37 @@ def _gemms_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec)
     up = (ffn_matrices(layer) - 1) * layer.ffn_hidden_size
     local = max(1, layer.num_experts // cfg.ep)
     routed = m * layer.moe_top_k * cfg.ep / layer.num_experts
-    time += matmul_time(cluster, routed, up / t, h, local, x) + matmul_time(cluster, routed, h, layer.ffn_hidden_size / t, local, x)
-    time += matmul_time(cluster, m, layer.num_experts, h)
+    experts = (matmul_time(cluster, routed, up / t, h, local, x), matmul_time(cluster, routed, h, layer.ffn_hidden_size / t, local, x))
+    router = matmul_time(cluster, m, layer.num_experts, h)
     shared = layer.shared_expert_ffn_hidden_size
-    if shared:
-        time += matmul_time(cluster, m, (ffn_matrices(layer) - 1) * shared / t, h, 1, x) + matmul_time(cluster, m, h, shared / t, 1, x)
+    shared_s = (matmul_time(cluster, m, (ffn_matrices(layer) - 1) * shared / t, h, 1, x), matmul_time(cluster, m, h, shared / t, 1, x)) if shared else (0.0, 0.0)
+    time += sum(experts) + router + sum(shared_s)
+    if cfg.terms is not None and cfg.terms.op_level_selective and cfg.terms.engine == "native":
+        recomputed += _native_moe_recomputed_s(layer, cfg, [w for _, _, w in shapes], router, experts, shared_s)
     return time, recomputed
+
+
+def _native_moe_recomputed_s(layer: TransformerLayer, cfg: LocalConfig, attn_widths: list[float], router_s: float,
+                             experts_s: tuple[float, float], shared_s: tuple[float, float]) -> float:
+    """Forward time of the MoE part of a block that the native runtime's op-level selective
+    checkpointing recomputes (``planner.runtime.recompute``: every other ``mm`` of the block saved,
+    every other op re-run), the matmuls in the order of
+    :func:`costmodel.activations.moe_sac_matmuls`, whose saved outputs the memory counts: the router,
+    under expert parallelism each local expert's gate-up and down (``experts_s``: all local experts'
+    gate-ups, downs), the shared expert's (``shared_s``: gate and up, down; gate and up one half
+    each); without expert parallelism transformers' ``grouped_mm`` experts (not an ``mm``), all
+    recomputed."""
+    widths, _ = moe_sac_matmuls(layer, cfg, attn_widths)
+    saved = sac_saved_matmuls(widths)[len(attn_widths):]
+    local = max(1, layer.num_experts // cfg.ep)
+    times = [router_s]
+    if cfg.ep > 1:
+        times += [experts_s[0] / local, experts_s[1] / local] * local
+    if layer.shared_expert_ffn_hidden_size:
+        gate_up = ffn_matrices(layer) - 1
+        times += [shared_s[0] / gate_up] * gate_up + [shared_s[1]]
+    recomputed = sum(tt for tt, keep in zip(times, saved) if not keep)
+    return recomputed + (sum(experts_s) if cfg.ep == 1 else 0.0)
 
 
 def _fp8_cast_time(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> tuple[float, float]:
@@ -379,13 +404,16 @@ def _cp_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec, at
 
 
 def _ep_comm(layer: TransformerLayer, cfg: LocalConfig, cluster: ClusterSpec) -> float:
-    """MoE token dispatch and combine: 2 all-to-alls forward, 2 backward (+2 under full recompute),
+    """MoE token dispatch and combine: 2 all-to-alls forward, 2 backward (+2 under full recompute,
+    and under the native runtime's op-level selective recompute, which re-runs every op but the
+    saved matmuls and attention: ``planner.runtime.recompute``, ``planner.runtime.expert_parallel``),
     each moving tokens·top_k·h bytes with (e−1)/e leaving the GPU (costmodel-notes 2.6.4); exposed."""
     if not layer.is_moe or cfg.ep == 1:
         return 0.0
     group = comm.place_group(cfg.ep, cfg.tp * cfg.cp, cluster.gpus_per_node)
     nbytes = cfg.tokens / cfg.sp_div * layer.moe_top_k * layer.hidden_size * ACT_BYTES
-    count = 4 + (2 if cfg.recompute == "full" else 0)
+    native_sac = cfg.recompute == "selective" and cfg.terms is not None and cfg.terms.op_level_selective and cfg.terms.engine == "native"
+    count = 4 + (2 if cfg.recompute == "full" or native_sac else 0)
     return count * comm.all_to_all(cluster, group, nbytes)
 
 

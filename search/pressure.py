@@ -53,8 +53,9 @@ n·t/1.7e7, far below the gaps reported)."""
 MODES = ("none", "selective", "full")
 
 
-RankKey = tuple[float, float, float]
-"""(in-flight micro-batches f_r, pinned layers' least time c_r, bytes left for the blocks μ_r)."""
+RankKey = tuple[float, float, float, float]
+"""(in-flight micro-batches f_r, pinned layers' least time c_r, bytes left for the blocks μ_r with the
+blocks' least transient taken off, the pinned layers' largest least transient)."""
 
 
 def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
@@ -83,7 +84,7 @@ def rank_model(table: CostTable, cfg: ParallelConfig, memo: dict | None = None,
             pinned_work = max(pinned_work, min(l_works))
         if fixed_bytes + slack * pinned_work > room:
             return None  # the layers this rank must hold do not fit on it
-        key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)))
+        key = (f, fixed_s, room - fixed_bytes - slack * max(pinned_work, min(works)), pinned_work)
         ranks[key] = ranks.get(key, 0) + 1
         first = key if rank == 0 else first
     points = {key: [(t, state + slack * key[0] * a) for t, a in zip(times, acts)] for key in ranks}
@@ -102,9 +103,12 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
     if model is None:
         return math.inf
     n, ranks, points, times, _ = model
+    counts = _counts(table)
+    works = _block(table, cfg, max(range(len(counts)), key=lambda g: (counts[g], -g)), memo)[2]
+    works = works if mode is None else [works[MODES.index(mode)]] * 3
 
     def held(limit_s: float) -> float:
-        return sum(count * _whole_blocks(points[key], limit_s - key[1], key[2], n) for key, count in ranks.items())
+        return sum(count * _tiered_blocks(points[key], works, key, limit_s, n) for key, count in ranks.items())
 
     lo, hi = known_s, n * max(times) + max(key[1] for key in ranks)
     if held(hi) < n:
@@ -118,6 +122,25 @@ def pressure_floor_s(table: CostTable, cfg: ParallelConfig, memo: dict | None = 
         else:
             lo = mid
     return lo
+
+
+def _tiered_blocks(points: list[tuple[float, float]], works: list[float], key: RankKey, limit_s: float, most: int) -> int:
+    """The most whole blocks a rank of ``key`` holds within ``limit_s`` (:func:`_whole_blocks`) with
+    the transient its blocks' modes bring: a rank's transient is its layers' largest
+    (``costmodel.ranks``: ``RankSums.work_bytes``, in every peak phase of
+    ``costmodel.rank_phases``), so blocks in modes of transient at most w leave ``μ_r`` less 1.05
+    times what w adds to the transient already taken off (``rank_model``: the pinned layers' and
+    the blocks' least). The best over the thresholds w among the modes' transients; a floor, as every
+    mix of modes lies under the threshold of its largest transient. Recomputing a MoE block makes its
+    transient the whole block's activations, where without recomputation it is the combine's backward
+    alone (``costmodel.activations``), so the least transient misses most of the selective ranks'."""
+    slack, taken = 1 + FRAGMENTATION, max(key[3], min(works))
+    best = 0
+    for w in sorted(set(works)):
+        allowed = [p for p, wi in zip(points, works) if wi <= w]
+        allowed += [allowed[-1]] * (3 - len(allowed))
+        best = max(best, _whole_blocks(allowed, limit_s - key[1], key[2] - slack * (max(key[3], w) - taken), most))
+    return best
 
 
 def _smallest_boundary_bytes(table: CostTable, cfg: ParallelConfig) -> float:

@@ -189,3 +189,32 @@ def test_the_later_ranks_exposure_floor_holds(blocks: int, network_gbps: float, 
     raised = bound_s(table, cfg, {})
     monkeypatch.setattr(search.bounds, "later_ranks_floor_s", lambda *args: 0.0)
     assert bound_s(table, cfg, {}) < raised <= best * (1 + REL)
+
+
+@pytest.mark.parametrize("hbm, tight", [(1.28, True), (1.32, False)])
+def test_the_pressure_floor_sees_the_transient_of_the_modes_it_uses(hbm: float, tight: bool) -> None:
+    """Native MoE blocks: selective recomputation saves most of a block's activations but makes its
+    transient the whole recomputed block, where without recomputation it is the combine's backward
+    alone (``costmodel.activations``). The floor prices each mix of modes with the largest transient
+    among them (``search.pressure._tiered_blocks``): never above the best split and per-layer
+    recomputation that fit, and at 1.28 GiB within 1 % of it (the least transient of any mode put it
+    5 % under)."""
+    import itertools
+
+    from search.pressure import pressure_floor_s
+
+    base = model(4, experts=4)
+    spec = base.model_copy(update={"layers": (base.layers[0],) + (base.layers[2],) * 4 + base.layers[-2:]})
+    hw = cluster(2)
+    hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm}), "memory_headroom_gib": 0.0})
+    table = build_cost_table(spec, hw)
+    cfg = ParallelConfig(pp=2, dp=1, micro_batch=2, global_batch=16, seq_len=2048, engine="native")
+    best = float("inf")
+    for sizes in _compositions(len(spec.layers), 2):
+        for modes in itertools.product(("none", "selective", "full"), repeat=4):
+            step = estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "layer_recompute": ("none", *modes, "none", "none")}))
+            if step.fits:
+                best = min(best, max(step.rank_time_s))
+    floor = pressure_floor_s(table, cfg, {})
+    assert floor <= best * (1 + REL)
+    assert floor > 0.99 * best or not tight

@@ -40,7 +40,9 @@ def test_mixtral_experts_are_priced_whole_on_each_tp_rank(tmp_path: Path) -> Non
     rank = _check(tmp_path, "mixtral", MIXTRAL, gpus=2, tp=2, micro_batch=8, global_batch=8, seq_len=64)
     for term in ("params", "optimizer_states"):
         assert rank.predicted_gib[term] == pytest.approx(rank.measured_gib[term], rel=0.01), term
-    assert rank.predicted_gib["activations"] == pytest.approx(rank.measured_gib["activations"], rel=0.05)
+    # the predicted activations hold the peak's transient too (the experts' combine backward), which torch books as temporaries
+    held = rank.measured_gib["activations"] + rank.measured_gib["temporaries"]
+    assert rank.predicted_gib["activations"] == pytest.approx(held, rel=0.05)
 
 
 def test_transformers_llama_block_activations(tmp_path: Path) -> None:
