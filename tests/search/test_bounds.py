@@ -124,25 +124,31 @@ def test_the_makespan_floor_sees_the_head_on_an_interleaved_rank() -> None:
     assert total / 4 < floor <= best * (1 + REL)  # above the plain S/p, never above the best split
 
 
+def _best_fitting_rank_s(table: object, cfg: ParallelConfig, layers: int) -> float:
+    """The slowest rank of the best two-stage split and per-block recomputation (four blocks) that fits."""
+    import itertools
+
+    best = float("inf")
+    for sizes in _compositions(layers, 2):
+        for modes in itertools.product(("none", "selective", "full"), repeat=4):
+            step = estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "layer_recompute": ("none", *modes, "none", "none")}))
+            if step.fits:
+                best = min(best, max(step.rank_time_s))
+    return best
+
+
 @pytest.mark.parametrize("hbm", [1.11, 1.12])
 def test_the_pressure_floor_sees_the_recomputation_memory_forces(hbm: float) -> None:
     """Memory tight enough that the first of two ranks cannot keep every activation: the best split
     and per-layer recomputation that fit have a slowest rank well above the time-only floors; the
     pressure floor lies between those floors and it."""
-    import itertools
-
     from search.pressure import pressure_floor_s
 
     spec, hw = model(4), cluster(2)
     hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm}), "memory_headroom_gib": 0.0})
     table = build_cost_table(spec, hw)
     cfg = ParallelConfig(pp=2, dp=1, micro_batch=2, global_batch=16, seq_len=2048, engine="megatron")  # the memory hbm was tuned to
-    best = float("inf")
-    for sizes in _compositions(len(spec.layers), 2):
-        for modes in itertools.product(("none", "selective", "full"), repeat=4):
-            step = estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "layer_recompute": ("none", *modes, "none", "none")}))
-            if step.fits:
-                best = min(best, max(step.rank_time_s))
+    best = _best_fitting_rank_s(table, cfg, len(spec.layers))
     time_only = max(bottleneck_floor_s(table, cfg), makespan_floor_s(table, cfg))
     floor = pressure_floor_s(table, cfg, {})
     assert time_only * 1.05 < floor <= best * (1 + REL) and floor > 0.9 * best
@@ -199,8 +205,6 @@ def test_the_pressure_floor_sees_the_transient_of_the_modes_it_uses(hbm: float, 
     among them (``search.pressure._tiered_blocks``): never above the best split and per-layer
     recomputation that fit, and at 1.28 GiB within 1 % of it (the least transient of any mode put it
     5 % under)."""
-    import itertools
-
     from search.pressure import pressure_floor_s
 
     base = model(4, experts=4)
@@ -209,12 +213,7 @@ def test_the_pressure_floor_sees_the_transient_of_the_modes_it_uses(hbm: float, 
     hw = hw.model_copy(update={"gpu": hw.gpu.model_copy(update={"hbm_gib": hbm}), "memory_headroom_gib": 0.0})
     table = build_cost_table(spec, hw)
     cfg = ParallelConfig(pp=2, dp=1, micro_batch=2, global_batch=16, seq_len=2048, engine="native")
-    best = float("inf")
-    for sizes in _compositions(len(spec.layers), 2):
-        for modes in itertools.product(("none", "selective", "full"), repeat=4):
-            step = estimate_step(table, cfg.model_copy(update={"stage_layers": sizes, "layer_recompute": ("none", *modes, "none", "none")}))
-            if step.fits:
-                best = min(best, max(step.rank_time_s))
+    best = _best_fitting_rank_s(table, cfg, len(spec.layers))
     floor = pressure_floor_s(table, cfg, {})
     assert floor <= best * (1 + REL)
     assert floor > 0.99 * best or not tight
