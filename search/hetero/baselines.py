@@ -48,8 +48,9 @@ class Baseline:
 
 
 def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int,
-                          time_limit_s: float = BASELINE_TIME_LIMIT_S, constraints: Constraints | None = None) -> list[Baseline]:
-    """The baselines of the module docstring that apply to ``cluster``, under ``constraints``."""
+                          time_limit_s: float | None = BASELINE_TIME_LIMIT_S, constraints: Constraints | None = None) -> list[Baseline]:
+    """The baselines of the module docstring that apply to ``cluster``, under ``constraints``; each
+    search stops at ``time_limit_s`` wall-clock seconds (None: no limit)."""
     groups, limits = cluster.groups, constraints or Constraints()
     job = (global_batch, seq_len, time_limit_s, limits)
     out: list[Baseline] = []
