@@ -71,7 +71,7 @@ def homogeneous_baselines(model: ModelSpec, cluster: HeteroCluster, global_batch
     return out
 
 
-def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, time_limit_s: float,
+def straggler_blind(model: ModelSpec, cluster: HeteroCluster, global_batch: int, seq_len: int, time_limit_s: float | None,
                     constraints: Constraints | None = None) -> Baseline:
     """The best uniform plan of the GPUs that are up, priced on the degraded cluster (one GPU type:
     one group, or a preset's whole nodes and its partial last node, ``profiles.one_cluster``)."""
@@ -129,7 +129,7 @@ def _degraded(group: ClusterGroup) -> bool:
 
 
 def _searched(name: str, label: str, model: ModelSpec, group: ClusterGroup, gpus: int, global_batch: int, seq_len: int,
-              time_limit_s: float, constraints: Constraints) -> Baseline:
+              time_limit_s: float | None, constraints: Constraints) -> Baseline:
     """The homogeneous search's best plan on ``gpus`` GPUs of ``group``'s type."""
     from search.core import search_plan
 
