@@ -182,7 +182,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
-        curve = (_first_unit_bytes(cfg, t, terms, unit), unit) if terms.engine == "native" else None
+        curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms), curve)
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
@@ -300,19 +300,23 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
 
 
-FSDP2_GATHERED_UNIT_BYTES = 4
-"""Bytes per parameter of :data:`FSDP2_UNIT_BYTES` held while a backward's first unit runs: its
-gathered bf16 parameters and the next unit's, prefetched (2 + 2); its gradient and fp32 reduce-scatter
-input appear only as its activations are freed (``costmodel.rank_phases.layer_by_layer_end``)."""
-
-
-def _first_unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, unit: float) -> float:
-    """The part of :func:`_unit_bytes` held while the first unit of a backward runs, before any
-    reduce-scatter: none of FSDP2 ZeRO 1-2's fp32 reduce-scatter input (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`),
-    :data:`FSDP2_GATHERED_UNIT_BYTES` of ZeRO 3's working set, all of any other."""
-    if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms) or (terms.fsdp2_low_zero and not terms.pp_unsharded_grads):
-        return 0.0
-    return FSDP2_GATHERED_UNIT_BYTES * t.largest_layer_params if terms.fp32_sharded_params and cfg.zero == 3 else unit
+def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float]:
+    """(bytes per gathered parameter, bytes per parameter of the previous unit's reduce-scatter
+    input) a unit holds while one of its layers back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
+    FSDP2 ZeRO 1-2 keeps its parameters gathered and holds the previous unit's fp32 reduce-scatter
+    input (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); ZeRO 3 also its gathered bf16 parameters and the
+    next unit's, prefetched (2 each, :data:`FSDP2_UNIT_BYTES`); its own gradient and reduce-scatter
+    input appear only at the end of its backward. Measured with torch's tracker on the differential
+    sweep's Mixtral (pp 4, ZeRO 3, full recompute, case d0121): the last stage peaks inside its only
+    block's backward with that block's 54.4 KiB of gathered bf16 parameters and the head's sharded
+    gradients, where a 10 B per parameter unit beside every gradient priced 23 % over."""
+    if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
+        return 0.0, 0.0
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        return 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
+    if terms.fp32_sharded_params and cfg.zero == 3:
+        return float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
+    return 0.0, 0.0
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:

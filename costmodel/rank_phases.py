@@ -52,7 +52,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True, curve: tuple[float, float] | None = None) -> Phase:
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float], float] | None = None) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -85,8 +85,8 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
     ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
 
-    Where ``curve`` is given (the unit's working set at the backward's first unit and after it,
-    ``costmodel.rank_memory``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
+    Where ``curve`` is given (the unit's working set while a layer back-propagates and at the end:
+    :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
     gradients appear only as its activations are freed, so the largest layer never meets every gradient.
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
@@ -125,15 +125,16 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
 
 
 def layer_by_layer_end(t: RankSums, base: float, grads: float, end_work: float, backward_end: tuple[float, float],
-                       units: tuple[float, float], next_loss: float = 0.0) -> Phase:
+                       units: tuple[tuple[float, float], float], next_loss: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
     back-propagated with the running layer's transient, beside the gradients (and FSDP2's retained
     reduce outputs) of the layers already back-propagated, and its end (every gradient, the
     embedding's last one, and a GPipe stage's next loss ``next_loss``). ``base``: the other in-flight
-    micro-batches' activations. ``units``: (the unit working set while the backward's first unit runs,
-    the one once a unit has reduced): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
+    micro-batches' activations. ``units``: ((bytes per gathered parameter, bytes per parameter of
+    the previous unit's reduce-scatter input) while a layer back-propagates, the unit working set at
+    the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
     activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
@@ -141,10 +142,11 @@ def layer_by_layer_end(t: RankSums, base: float, grads: float, end_work: float, 
     beside every gradient and that input priced 99.1 KiB."""
     retained, freed = backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
-    best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])
-    for acts, done in t.backward_curve:
+    best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
+    gathered, reduced = units[0]
+    for acts, done, params, before in t.backward_curve:
         f = min(done / t.params, 1.0)
-        phase = Phase(base + acts, grads * f, freed * f, 0.0, retained * f, units[1] if done else units[0])
+        phase = Phase(base + acts, grads * f, freed * f, 0.0, retained * f, gathered * params + reduced * before)
         if held_bytes(phase) > held_bytes(best):
             best = phase
     return best

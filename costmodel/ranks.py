@@ -61,8 +61,9 @@ class RankSums:
     """Parameters of each of the rank's chunks (experts included), in chunk order, under an
     interleaved schedule (empty otherwise): whose gradients exist after the first backwards
     (``costmodel.rank_phases.grad_share``)."""
-    backward_curve: tuple[tuple[float, float], ...] = ()
-    """(activations held, parameters whose backward has run) at each layer's backward of the rank's
+    backward_curve: tuple[tuple[float, ...], ...] = ()
+    """(activations held, parameters whose backward has run, parameters gathered, parameters of the
+    layer back-propagated before) at each layer's backward of the rank's
     only chunk, in backward order (``vpp == 1``; empty otherwise): the activations of that layer and
     of those before it in the forward with the layer's transient, and the parameters of the layers
     after it, whose gradients exist by then. Only the points that can be the largest for some bytes
@@ -196,7 +197,7 @@ def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: 
     return hit
 
 
-def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, float], ...]:
+def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
     """The points of a chunk's backward (:attr:`RankSums.backward_curve`) from its layers' stored
     activations, transients, parameters and recompute flags in forward order: at layer ``i``'s
     backward autograd still holds the saved activations of layers ``0..i-1`` and, of the layer
@@ -204,25 +205,35 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     larger of its stored and its recomputed activations (its transient), and the gradients of
     layers ``i+1..`` exist (PyTorch frees a node's saved tensors once its backward has run; FSDP2
     reduce-scatters each unit's gradients as its backward ends: torch 2.13 ``FSDPParamGroup.post_backward``).
-    Only the upper convex hull of the points with parameters done, and the best point without, can
-    be the largest of ``acts + c * params_done`` for a ``c >= 0``."""
+    Each point also names the parameters gathered then (the layer's and the next one's, prefetched)
+    and those of the layer back-propagated just before (whose reduce-scatter input is still held).
+    Of the points with the same two, only the upper convex hull of (parameters done, activations)
+    can be the largest of ``acts + c * params_done`` for a ``c >= 0``."""
     own = np.where(recomputed, np.maximum(acts, works), acts + works)
     held = (np.cumsum(acts) - acts + own)[::-1]
-    done = np.concatenate([[0.0], np.cumsum(params[::-1])[:-1]])
-    first = [(float(held[i]), 0.0) for i in range(len(held)) if done[i] == 0.0]
-    rest = sorted((float(d), float(y)) for d, y in zip(done, held) if d > 0.0)
+    back = params[::-1]
+    done = np.concatenate([[0.0], np.cumsum(back)[:-1]])
+    gathered = back + np.concatenate([back[1:], [0.0]])
+    groups: dict[tuple[float, float], list[tuple[float, float]]] = {}
+    for k in range(len(back)):
+        groups.setdefault((float(gathered[k]), float(done[k] and back[k - 1])), []).append((float(done[k]), float(held[k])))
+    return tuple((y, d, g, r) for (g, r), points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
+
+
+def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points of ``points`` (sorted by x) that maximise ``y + c x`` for some ``c >= 0`` (monotone chain)."""
     hull: list[tuple[float, float]] = []
-    for d, y in rest:  # monotone chain, upper hull
+    for d, y in points:
         while hull and hull[-1][1] <= y:
             hull.pop()
         while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (y - hull[-2][1]) >= (hull[-1][1] - hull[-2][1]) * (d - hull[-2][0]):
             hull.pop()
         hull.append((d, y))
-    return tuple([max(first)] if first else []) + tuple((y, d) for d, y in hull)
+    return hull
 
 
 def _curves(table: CostTable, fold: _Fold, bounds: np.ndarray, keys: tuple[np.ndarray, np.ndarray], matrix: np.ndarray,
-            work: list, vpp: int) -> list[tuple[tuple[float, float], ...]]:
+            work: list, vpp: int) -> list[tuple[tuple[float, ...], ...]]:
     """:func:`backward_curve` of each rank type's first rank (empty under interleaving), memoised
     per fold and key costs."""
     if vpp > 1:
