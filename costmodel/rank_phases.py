@@ -120,35 +120,41 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        end = layer_by_layer_end(t, max(held - t.act_bytes - sent, 0.0), grads, end_work, backward_end, curve, next_loss)
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
+        end = layer_by_layer_end(t, (max(held - t.act_bytes - sent, 0.0), later), grads, end_work, backward_end, curve, next_loss)
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
-def layer_by_layer_end(t: RankSums, base: float, grads: float, end_work: float, backward_end: tuple[float, float],
+def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float],
                        units: tuple[tuple[float, float], float], next_loss: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
     back-propagated with the running layer's transient, beside the gradients (and FSDP2's retained
     reduce outputs) of the layers already back-propagated, and its end (every gradient, the
-    embedding's last one, and a GPipe stage's next loss ``next_loss``). ``base``: the other in-flight
-    micro-batches' activations. ``units``: ((bytes per gathered parameter, bytes per parameter of
+    embedding's last one, and a GPipe stage's next loss ``next_loss``), and, where another backward
+    follows (``bases[1]`` not None), the same moments of that one beside every gradient. ``bases``:
+    the other in-flight micro-batches' activations at each. ``units``: ((bytes per gathered parameter, bytes per parameter of
     the previous unit's reduce-scatter input) while a layer back-propagates, the unit working set at
     the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
     activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
     33.4 KiB fp32 reduce-scatter input beside its gradients, where the largest layer's activations
-    beside every gradient and that input priced 99.1 KiB."""
-    retained, freed = backward_end
+    beside every gradient and that input priced 99.1 KiB. The next backward, measured on the sweep's
+    GPT-2 (pp 4, cp 2, two micro-batches, selective recompute, case d0198): the first stage peaks
+    inside its second backward, one micro-batch's activations and the recomputed block beside the
+    first's gradients (168.7 KiB; 168 priced)."""
+    (base, later), retained, freed = bases, *backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
     best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
     gathered, reduced = units[0]
     for acts, done, params, before in t.backward_curve:
         f = min(done / t.params, 1.0)
-        phase = Phase(base + acts, grads * f, freed * f, 0.0, retained * f, gathered * params + reduced * before)
-        if held_bytes(phase) > held_bytes(best):
-            best = phase
+        phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, gathered * params + reduced * before)]
+        if later is not None:
+            phases.append(Phase(later + acts, grads, freed, 0.0, retained, gathered * params + reduced * before))
+        best = max([best, *phases], key=held_bytes)
     return best
 
 
