@@ -300,23 +300,24 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
 
 
-def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float]:
-    """(bytes per gathered parameter, bytes per parameter of the previous unit's reduce-scatter
-    input) a unit holds while one of its layers back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
-    FSDP2 ZeRO 1-2 keeps its parameters gathered and holds the previous unit's fp32 reduce-scatter
-    input (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); ZeRO 3 also its gathered bf16 parameters and the
-    next unit's, prefetched (2 each, :data:`FSDP2_UNIT_BYTES`); its own gradient and reduce-scatter
-    input appear only at the end of its backward. Measured with torch's tracker on the differential
-    sweep's Mixtral (pp 4, ZeRO 3, full recompute, case d0121): the last stage peaks inside its only
-    block's backward with that block's 54.4 KiB of gathered bf16 parameters and the head's sharded
-    gradients, where a 10 B per parameter unit beside every gradient priced 23 % over."""
+def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float, float]:
+    """Bytes per parameter of the running layer, of the next one and of the one back-propagated
+    before that FSDP2 holds while a layer back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
+    under ZeRO 1-2 (parameters kept gathered) the previous unit's fp32 reduce-scatter input alone
+    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); under ZeRO 3 also the layer's gathered bf16 parameters and
+    unsharded bf16 gradient and the next unit's prefetched parameters (:data:`FSDP2_UNIT_BYTES`'
+    parts, 2 + 2, 2). Measured with torch's tracker on the differential sweep's Mixtral (pp 4, ZeRO
+    3, full recompute, case d0121): the last stage peaks inside its only block's backward with that
+    block's 54.4 KiB of gathered bf16 parameters and the head's sharded gradients, where a 10 B per
+    parameter unit beside every gradient priced 23 % over; the real-size oracle's GPT-3 175B (ZeRO 3
+    over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0
     if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
-        return 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
+        return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if terms.fp32_sharded_params and cfg.zero == 3:
-        return float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
-    return 0.0, 0.0
+        return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
+    return 0.0, 0.0, 0.0
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:

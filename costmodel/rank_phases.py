@@ -52,7 +52,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True, curve: tuple[tuple[float, float], float] | None = None) -> Phase:
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -126,7 +126,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
 
 
 def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float],
-                       units: tuple[tuple[float, float], float], next_loss: float = 0.0) -> Phase:
+                       units: tuple[tuple[float, float, float], float], next_loss: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
@@ -134,8 +134,8 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     reduce outputs) of the layers already back-propagated, and its end (every gradient, the
     embedding's last one, and a GPipe stage's next loss ``next_loss``), and, where another backward
     follows (``bases[1]`` not None), the same moments of that one beside every gradient. ``bases``:
-    the other in-flight micro-batches' activations at each. ``units``: ((bytes per gathered parameter, bytes per parameter of
-    the previous unit's reduce-scatter input) while a layer back-propagates, the unit working set at
+    the other in-flight micro-batches' activations at each. ``units``: ((bytes per parameter of the running layer, of the next
+    one, of the one back-propagated before) while a layer back-propagates, the unit working set at
     the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
@@ -148,12 +148,13 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     (base, later), retained, freed = bases, *backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
     best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
-    gathered, reduced = units[0]
-    for acts, done, params, before in t.backward_curve:
+    per_own, per_next, per_before = units[0]
+    for acts, done, own, after, before in t.backward_curve:
         f = min(done / t.params, 1.0)
-        phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, gathered * params + reduced * before)]
+        unit = per_own * own + per_next * after + per_before * before
+        phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, unit)]
         if later is not None:
-            phases.append(Phase(later + acts, grads, freed, 0.0, retained, gathered * params + reduced * before))
+            phases.append(Phase(later + acts, grads, freed, 0.0, retained, unit))
         best = max([best, *phases], key=held_bytes)
     return best
 

@@ -62,8 +62,8 @@ class RankSums:
     interleaved schedule (empty otherwise): whose gradients exist after the first backwards
     (``costmodel.rank_phases.grad_share``)."""
     backward_curve: tuple[tuple[float, ...], ...] = ()
-    """(activations held, parameters whose backward has run, parameters gathered, parameters of the
-    layer back-propagated before) at each layer's backward of the rank's
+    """(activations held, parameters whose backward has run, the layer's parameters, the next
+    layer's, the parameters of the layer back-propagated before) at each layer's backward of the rank's
     only chunk, in backward order (``vpp == 1``; empty otherwise): the activations of that layer and
     of those before it in the forward with the layer's transient, and the parameters of the layers
     after it, whose gradients exist by then. Only the points that can be the largest for some bytes
@@ -205,19 +205,19 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     larger of its stored and its recomputed activations (its transient), and the gradients of
     layers ``i+1..`` exist (PyTorch frees a node's saved tensors once its backward has run; FSDP2
     reduce-scatters each unit's gradients as its backward ends: torch 2.13 ``FSDPParamGroup.post_backward``).
-    Each point also names the parameters gathered then (the layer's and the next one's, prefetched)
-    and those of the layer back-propagated just before (whose reduce-scatter input is still held).
-    Of the points with the same two, only the upper convex hull of (parameters done, activations)
+    Each point also names the parameters of the layer, of the next one (prefetched) and of the layer
+    back-propagated just before (whose reduce-scatter input is still held). Of the points with the
+    same three, only the upper convex hull of (parameters done, activations)
     can be the largest of ``acts + c * params_done`` for a ``c >= 0``."""
     own = np.where(recomputed, np.maximum(acts, works), acts + works)
     held = (np.cumsum(acts) - acts + own)[::-1]
     back = params[::-1]
     done = np.concatenate([[0.0], np.cumsum(back)[:-1]])
-    gathered = back + np.concatenate([back[1:], [0.0]])
-    groups: dict[tuple[float, float], list[tuple[float, float]]] = {}
+    nxt = np.concatenate([back[1:], [0.0]])
+    groups: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
     for k in range(len(back)):
-        groups.setdefault((float(gathered[k]), float(done[k] and back[k - 1])), []).append((float(done[k]), float(held[k])))
-    return tuple((y, d, g, r) for (g, r), points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
+        groups.setdefault((float(back[k]), float(nxt[k]), float(done[k] and back[k - 1])), []).append((float(done[k]), float(held[k])))
+    return tuple((y, d, *g) for g, points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
 
 
 def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
