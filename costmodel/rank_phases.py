@@ -154,7 +154,7 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
         unit = per_own * own + per_next * after + per_before * before
         phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, unit)]
         if later is not None:
-            phases.append(Phase(later + acts, grads, freed, 0.0, retained, unit))
+            phases.append(Phase(later + acts, grads, freed * f, 0.0, retained * f, unit))  # reduce outputs: those of this backward
         best = max([best, *phases], key=held_bytes)
     return best
 
