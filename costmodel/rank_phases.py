@@ -121,7 +121,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
         later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
-        end = layer_by_layer_end(t, (max(held - t.act_bytes - sent, 0.0), later), grads, end_work, backward_end, curve, next_loss)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss)
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
