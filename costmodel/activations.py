@@ -50,8 +50,9 @@ def block_activation_bytes(
         eager += cp_gathered_kv_bytes(layer, cfg)
     if terms.engine == "native":  # the experts' saved combine inputs and routing indices
         eager += moe_combine_saved_bytes(layer, cfg)
-    if terms.engine == "native" and cfg.recompute == "none":  # the experts' backward, first at their weighted combine
-        work += moe_combine_backward_bytes(layer, cfg)
+    # the experts' backward, first at their weighted combine; on top of a recomputed block's activations
+    moe = moe_combine_backward_bytes(layer, cfg) if terms.engine == "native" else 0.0
+    backward = _mlp_backward(layer, cfg) + moe
     if terms.op_level_selective and cfg.recompute == "selective" and (not layer.is_moe or terms.engine == "native"):
         full, _ = transformer_activation_bytes(layer, replace(cfg, recompute="none"))
         residual = feeds_residual if feeds_residual is not None else [False] * len(mm_widths)
@@ -59,13 +60,35 @@ def block_activation_bytes(
             mm_widths, residual = moe_sac_matmuls(layer, cfg, mm_widths)
         saved = sac_saved_bytes_per_token(mm_widths, residual, terms.sac_caches_unread_outputs)
         per_token = ACT_BYTES * (h / cfg.sp_div + layer.o_width / cfg.tp) + saved + LSE_BYTES_PER_HEAD * layer.num_heads / cfg.tp
-        return cfg.tokens * per_token, full + eager
+        return cfg.tokens * per_token, full + eager + backward
     if cfg.fp8 and terms.fp8_saves_fp8_inputs and cfg.recompute != "full":
         o, f = layer.o_width, layer.ffn_hidden_size * max(1, layer.moe_top_k)
         stored -= cfg.tokens * (2 * h / cfg.sp_div + (o + f) / cfg.tp)
     if cfg.recompute == "full":
-        return stored, work + eager
-    return stored + eager, work
+        return stored, work + eager + backward
+    return stored + eager, max(work + moe, backward)
+
+
+def _mlp_backward(layer: TransformerLayer, cfg: LocalConfig) -> float:
+    """:func:`eager_mlp_backward_bytes` where the engine runs a dense block's backward eagerly, else 0."""
+    eager = cfg.terms is not None and cfg.terms.eager_activations
+    return eager_mlp_backward_bytes(layer, cfg) if eager and not layer.is_moe else 0.0
+
+
+def eager_mlp_backward_bytes(layer: TransformerLayer, cfg: LocalConfig) -> float:
+    """Net bytes a dense block's MLP backward adds to the activations the block holds, under eager
+    autograd: the activation function's backward holds its incoming gradient and the gradients of its
+    two inputs (SwiGLU's ``mul``: gate and up), three b·s·f/t bf16 tensors, less the second
+    projection's saved input that its backward has just freed: two b·s·f/t bf16 tensors (the
+    projection's weight gradient is a gradient, priced with the unit's: ``costmodel.rank_memory``). Without recompute the block's own activations are among those stored; under
+    full and op-level selective recompute the recomputed block holds all its activations when its
+    backward starts with the MLP, so this comes on top of them. Measured with torch's tracker (torch
+    2.13, FSDP2, fake tensors) on ``bench/memory_oracle.py --cp``'s zb-h1 pp 2 plan of a 1.1B Llama
+    under full recompute (h 2,048, f 5,632, 16,384 tokens per micro-batch): the first stage peaks at
+    the second ``mul`` of a recomputed block's SwiGLU backward with two 176 MiB b·s·f tensors of
+    temporaries beyond the block's activations (0.37 GiB under-priced, -4.6 %)."""
+    f = layer.ffn_hidden_size / cfg.tp
+    return ACT_BYTES * 2 * cfg.tokens * f
 
 
 def sac_saved_bytes_per_token(mm_widths: list[float], feeds_residual: list[bool], caches_unread: bool) -> float:
@@ -143,13 +166,12 @@ def moe_combine_backward_bytes(layer: TransformerLayer, cfg: LocalConfig) -> flo
     """Transient bytes of a MoE block's experts' backward at its weighted combine
     (:data:`MOE_COMBINE_BACKWARD_BYTES`), on the rank's tokens; 0 for a dense block; under expert
     parallelism, whose experts run the runtime's own dispatch (``planner.runtime.expert_parallel``),
-    :data:`MOE_EP_COMBINE_BACKWARD_BYTES`. Added only to a block that is not recomputed (``block_activation_bytes``): a recomputed block's
-    transient is already its whole recomputed activations, which the peak phases pair with every
-    gradient and the sharded unit's buffers (``costmodel.rank_phases.peak_phase``'s B), an
-    over-estimate on the sweep's recomputed MoE stages (d0121, pp 4, ZeRO 3, one block a stage:
-    368 KiB of activations and temporaries measured beside the gathered parameters alone, no
-    gradient, where 352 KiB were priced beside every gradient and a 10 B per parameter unit),
-    which adding this term made worse (+25 % to +41 %) [open: B's pairing]."""
+    :data:`MOE_EP_COMBINE_BACKWARD_BYTES`. In every recompute mode (``block_activation_bytes``): on
+    top of a recomputed block's activations, whose backward starts at the combine. Measured with
+    torch's tracker on the differential sweep's Mixtral at tp 2, pp 4, full recompute (case d0221,
+    one block a stage, 128 tokens): the stage peaks at the combine's ``index_put`` backward with
+    322 KiB of temporaries and no gradient (the layer-by-layer end of a backward,
+    ``costmodel.rank_phases.layer_by_layer_end``), where the recomputed block alone priced 225 KiB."""
     if not layer.is_moe:
         return 0.0
     per_copy, per_token = MOE_EP_COMBINE_BACKWARD_BYTES if cfg.ep > 1 else MOE_COMBINE_BACKWARD_BYTES

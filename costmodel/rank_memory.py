@@ -182,7 +182,8 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
-        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
+        curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
+        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms), curve)
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -297,6 +298,26 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
+
+
+def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float, float]:
+    """Bytes per parameter of the running layer, of the next one and of the one back-propagated
+    before that FSDP2 holds while a layer back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
+    under ZeRO 1-2 (parameters kept gathered) the previous unit's fp32 reduce-scatter input alone
+    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); under ZeRO 3 also the layer's gathered bf16 parameters and
+    unsharded bf16 gradient and the next unit's prefetched parameters (:data:`FSDP2_UNIT_BYTES`'
+    parts, 2 + 2, 2). Measured with torch's tracker on the differential sweep's Mixtral (pp 4, ZeRO
+    3, full recompute, case d0121): the last stage peaks inside its only block's backward with that
+    block's 54.4 KiB of gathered bf16 parameters and the head's sharded gradients, where a 10 B per
+    parameter unit beside every gradient priced 23 % over; the real-size oracle's GPT-3 175B (ZeRO 3
+    over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
+    if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
+        return 0.0, 0.0, 0.0
+    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+        return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
+    if terms.fp32_sharded_params and cfg.zero == 3:
+        return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
+    return 0.0, 0.0, 0.0
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:

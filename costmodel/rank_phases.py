@@ -52,7 +52,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True) -> Phase:
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -85,6 +85,10 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
     ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
 
+    Where ``curve`` is given (the unit's working set while a layer back-propagates and at the end:
+    :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
+    gradients appear only as its activations are freed, so the largest layer never meets every gradient.
+
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
 
@@ -98,11 +102,15 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     of activations, micro-batch 2 at B with 11.5 of the 134 its forward's end holds)."""
     left, done = backwards_to_all_grads(cfg, flight)
     share = grad_share(cfg, t, left) if sharded_at_start else 0.0
+    layered = curve is not None and bool(t.backward_curve) and sharded_at_start and t.params > 0
+    if layered and share == 0:  # the first backward's units: layer by layer (layer_by_layer_end)
+        apart, unit = False, 0.0
     start = backward_start(t, held, grads * share, unit if apart else None, _held_unit(cfg, unit))  # held: ``costmodel.rank_memory._held_act_bytes``
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
-    last = max(work, t.largest_layer_act_bytes)
+    # the layer back-propagating holds its stored activations and, without recompute, its backward's transient beside them
+    last = max(work, t.largest_layer_act_bytes + (t.body_work_bytes if cfg.recompute == "none" else 0.0))
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
@@ -110,7 +118,47 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
+    if layered:
+        next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
+        # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
+        # case d0193: its first stage 6.3 % under without it)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss)
     return start if held_bytes(start) >= held_bytes(end) else end
+
+
+def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float],
+                       units: tuple[tuple[float, float, float], float], next_loss: float = 0.0) -> Phase:
+    """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
+    gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
+    (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
+    back-propagated with the running layer's transient, beside the gradients (and FSDP2's retained
+    reduce outputs) of the layers already back-propagated, and its end (every gradient, the
+    embedding's last one, and a GPipe stage's next loss ``next_loss``), and, where another backward
+    follows (``bases[1]`` not None), the same moments of that one beside every gradient. ``bases``:
+    the other in-flight micro-batches' activations at each (the first also the stage output sent). ``units``: ((bytes per parameter of the running layer, of the next
+    one, of the one back-propagated before) while a layer back-propagates, the unit working set at
+    the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
+    torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
+    micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
+    activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
+    33.4 KiB fp32 reduce-scatter input beside its gradients, where the largest layer's activations
+    beside every gradient and that input priced 99.1 KiB. The next backward, measured on the sweep's
+    GPT-2 (pp 4, cp 2, two micro-batches, selective recompute, case d0198): the first stage peaks
+    inside its second backward, one micro-batch's activations and the recomputed block beside the
+    first's gradients (168.7 KiB; 168 priced)."""
+    (base, later), retained, freed = bases, *backward_end
+    extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
+    best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
+    per_own, per_next, per_before = units[0]
+    for acts, done, own, after, before in t.backward_curve:
+        f = min(done / t.params, 1.0)
+        unit = per_own * own + per_next * after + per_before * before
+        phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, unit)]
+        if later is not None:
+            phases.append(Phase(later + acts, grads, freed * f, 0.0, retained * f, unit))  # reduce outputs: those of this backward
+        best = max([best, *phases], key=held_bytes)
+    return best
 
 
 def _held_unit(cfg: ParallelConfig, unit: float) -> float:

@@ -61,6 +61,13 @@ class RankSums:
     """Parameters of each of the rank's chunks (experts included), in chunk order, under an
     interleaved schedule (empty otherwise): whose gradients exist after the first backwards
     (``costmodel.rank_phases.grad_share``)."""
+    backward_curve: tuple[tuple[float, ...], ...] = ()
+    """(activations held, parameters whose backward has run, the layer's parameters, the next
+    layer's, the parameters of the layer back-propagated before) at each layer's backward of the rank's
+    only chunk, in backward order (``vpp == 1``; empty otherwise): the activations of that layer and
+    of those before it in the forward with the layer's transient, and the parameters of the layers
+    after it, whose gradients exist by then. Only the points that can be the largest for some bytes
+    per parameter of gradient (:func:`backward_curve`): ``costmodel.rank_phases.layer_by_layer_end``."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -190,6 +197,58 @@ def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: 
     return hit
 
 
+def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
+    """The points of a chunk's backward (:attr:`RankSums.backward_curve`) from its layers' stored
+    activations, transients, parameters and recompute flags in forward order: at layer ``i``'s
+    backward autograd still holds the saved activations of layers ``0..i-1`` and, of the layer
+    itself, its stored activations and its backward's transient, or, where it is recomputed, the
+    larger of its stored and its recomputed activations (its transient), and the gradients of
+    layers ``i+1..`` exist (PyTorch frees a node's saved tensors once its backward has run; FSDP2
+    reduce-scatters each unit's gradients as its backward ends: torch 2.13 ``FSDPParamGroup.post_backward``).
+    Each point also names the parameters of the layer, of the next one (prefetched) and of the layer
+    back-propagated just before (whose reduce-scatter input is still held). Of the points with the
+    same three, only the upper convex hull of (parameters done, activations)
+    can be the largest of ``acts + c * params_done`` for a ``c >= 0``."""
+    own = np.where(recomputed, np.maximum(acts, works), acts + works)
+    held = (np.cumsum(acts) - acts + own)[::-1]
+    back = params[::-1]
+    done = np.concatenate([[0.0], np.cumsum(back)[:-1]])
+    nxt = np.concatenate([back[1:], [0.0]])
+    groups: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+    for k in range(len(back)):
+        groups.setdefault((float(back[k]), float(nxt[k]), float(done[k] and back[k - 1])), []).append((float(done[k]), float(held[k])))
+    return tuple((y, d, *g) for g, points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
+
+
+def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The points of ``points`` (sorted by x) that maximise ``y + c x`` for some ``c >= 0`` (monotone chain)."""
+    hull: list[tuple[float, float]] = []
+    for d, y in points:
+        while hull and hull[-1][1] <= y:
+            hull.pop()
+        while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (y - hull[-2][1]) >= (hull[-1][1] - hull[-2][1]) * (d - hull[-2][0]):
+            hull.pop()
+        hull.append((d, y))
+    return hull
+
+
+def _curves(table: CostTable, fold: _Fold, bounds: np.ndarray, keys: tuple[np.ndarray, np.ndarray], matrix: np.ndarray,
+            work: list, vpp: int) -> list[tuple[tuple[float, ...], ...]]:
+    """:func:`backward_curve` of each rank type's first rank (empty under interleaving), memoised
+    per fold and key costs."""
+    if vpp > 1:
+        return [()] * len(fold.first_rank)
+    present, inverse = keys
+    key = ("curve", id(fold), id(work))
+    hit = table.memo.get(key)
+    if hit is None:
+        act, params, w = matrix[:, _SUMMED.index("act_bytes")], matrix[:, _SUMMED.index("params")], np.array(work)
+        recomputed = np.array([RECOMPUTE_CODES[k % 3] != "none" for k in present.tolist()], dtype=bool)
+        cols = [inverse[bounds[r]:bounds[r + 1]] for r in fold.first_rank]
+        hit = table.memo[key] = [backward_curve(act[c], w[c], params[c], recomputed[c]) for c in cols]
+    return hit
+
+
 def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:
     """Per-rank-type sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
@@ -204,10 +263,11 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
+    curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
                  body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
-                 chunk_params=q)
-        for row, (w, p, b, a, bw, i, o), c, q in zip(sums, extras, chunk_acts, chunk_params)
+                 chunk_params=q, backward_curve=k)
+        for row, (w, p, b, a, bw, i, o), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
