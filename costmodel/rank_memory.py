@@ -182,7 +182,9 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
-        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms))
+        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart, not _keeps_gathered(cfg, terms))
+        if unit and apart and _end_unit(cfg, terms, unit) != unit:  # the start still meets the unit's reduce buffer
+            phase = max(phase, backward_start(t, held, 0.0, unit), key=held_bytes)
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -293,10 +295,33 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return 0.0
     if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
-    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
+
+
+def _hsdp_zero0(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether the native runtime reduces each unit during the backward under ZeRO 0: FSDP2 HSDP with
+    one shard per replica (``planner.runtime.fsdp``) runs the same ``foreach_reduce`` as ZeRO 1-2, its
+    fp32 reduce-scatter input held until the next unit's reduce (``reduce_scatter_max_input_buffers``
+    1, torch 2.13 ``_fsdp_param_group.py``), without pipelining (``EngineTerms.hsdp_backward_end``;
+    under pipelining the stage reduces once its backward is done, ``costmodel.rank_phases.first_reduce``).
+    Measured with torch's tracker on the differential sweep's CNN (ZeRO 0, one GPU and dp 2, d0009 /
+    d0076 / d0131): an 18.25 KiB fp32 buffer, 4 B times the 4,672 parameters of its largest block,
+    beside the second block's backward at the peak."""
+    return terms.hsdp_backward_end and cfg.zero == 0
+
+
+def _end_unit(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> float:
+    """The unit working set the end of a backward holds beside every gradient: none under ZeRO 0 with
+    one micro-batch (:func:`_hsdp_zero0`), where that phase already prices the running unit's sharded
+    gradient, which does not exist yet, and in its place the previous unit's fp32 reduce-scatter
+    input (at most the largest unit's, as priced) is held; the start of the backward holds it instead
+    (``costmodel.rank_phases.backward_start``). Measured with torch's tracker on the differential
+    sweep's CNN at dp 4, selective recompute, one micro-batch (d0045): 201.4 KiB at the peak, 223.2
+    priced with the unit at the backward's end."""
+    return 0.0 if _hsdp_zero0(cfg, terms) and cfg.num_microbatches == 1 else unit
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
