@@ -256,8 +256,11 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
       torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
       102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
     - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
-      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
-      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
+      ``post_backward`` reshards, less that unit's gathered and prefetched parameters and its bf16
+      gradient (:data:`FSDP2_UNIT_BYTES` of the largest layer but the fp32 reduce-scatter input, which
+      ZeRO 0-2 price as the unit's buffer, :func:`_unit_bytes`; measured with torch's tracker on the
+      differential sweep's custom model, tp 4, ZeRO 0, 8 micro-batches, d0001: 2.0 KiB of gathered
+      parameters at the end of the backward, +12.2 % with the reduce-scatter input netted twice).
 
     Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
     more shards) the end of the backward holds less than priced without them, and is left so (an
@@ -267,7 +270,8 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
         return 0.0, 0.0
     own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
     retained = sharded_grads - own
-    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
+    kept = FSDP2_UNIT_BYTES - FSDP2_LOW_ZERO_UNIT_BYTES  # the reduce-scatter input is the unit's buffer (_unit_bytes)
+    freed = max(0.0, t.params * cfg.param_bytes - kept * t.largest_layer_params) if cfg.zero < 3 else 0.0
     return (retained, freed) if retained > freed else (0.0, 0.0)
 
 
