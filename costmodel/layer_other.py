@@ -111,7 +111,12 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     output forward and one backward (Megatron column→row pattern). Under recomputation the layer keeps
     its output (the next layer's checkpointed input) and, under ``selective``, what the runtime's
     op-level policy saves where the trace measured it (:func:`selective_kept_bytes`); its stored
-    activations reappear as the transient of its backward."""
+    activations reappear as the transient of its backward, beside the gradient of its output
+    (bf16, the output's bytes ÷ the TP split): autograd's engine holds a node's incoming gradient in
+    its input buffer until the node runs (torch ``torch/csrc/autograd/input_buffer.cpp``), and the
+    checkpoint recomputes the forward inside that backward (``torch.utils.checkpoint``). Measured
+    with torch's tracker on the differential sweep's CNN (pp 2, dp 2, full recompute, micro-batch 4,
+    d0102): the 4.0 KiB output gradient beside the recomputed block at stage 0's peak."""
     split = cfg.tp if layer.tp_mode != "none" else 1
     flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
     mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
@@ -124,9 +129,9 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     recompute = fwd if cfg.recompute == "full" else 0.0
     kept = selective_kept_bytes(layer, cfg.tokens, split) if cfg.recompute == "selective" else None
     if cfg.recompute == "full":
-        act, work = out, act
+        act, work = out, act + out / split
     elif kept is not None:
-        act, work = out + kept, act
+        act, work = out + kept, act + out / split
     else:
         work = 0.0
     # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block

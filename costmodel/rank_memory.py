@@ -183,7 +183,10 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
-        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, unit, apart, not _keeps_gathered(cfg, terms), curve)
+        end_unit = unit if curve is not None else _end_unit(cfg, terms, unit)  # the layer-by-layer end prices its own units
+        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, end_unit, apart, not _keeps_gathered(cfg, terms), curve)
+        if curve is None and unit and apart and end_unit != unit:  # the start still meets the unit's reduce buffer
+            phase = max(phase, backward_start(t, held, 0.0, unit), key=held_bytes)
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -255,8 +258,11 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
       torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
       102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
     - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
-      ``post_backward`` reshards, less that unit's working set (:data:`FSDP2_UNIT_BYTES` of the largest
-      layer: its gathered and prefetched parameters, its bf16 gradient and the fp32 reduce input).
+      ``post_backward`` reshards, less that unit's gathered and prefetched parameters and its bf16
+      gradient (:data:`FSDP2_UNIT_BYTES` of the largest layer but the fp32 reduce-scatter input, which
+      ZeRO 0-2 price as the unit's buffer, :func:`_unit_bytes`; measured with torch's tracker on the
+      differential sweep's custom model, tp 4, ZeRO 0, 8 micro-batches, d0001: 2.0 KiB of gathered
+      parameters at the end of the backward, +12.2 % with the reduce-scatter input netted twice).
 
     Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
     more shards) the end of the backward holds less than priced without them, and is left so (an
@@ -266,7 +272,8 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
         return 0.0, 0.0
     own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
     retained = sharded_grads - own
-    freed = max(0.0, t.params * cfg.param_bytes - FSDP2_UNIT_BYTES * t.largest_layer_params) if cfg.zero < 3 else 0.0
+    kept = FSDP2_UNIT_BYTES - FSDP2_LOW_ZERO_UNIT_BYTES  # the reduce-scatter input is the unit's buffer (_unit_bytes)
+    freed = max(0.0, t.params * cfg.param_bytes - kept * t.largest_layer_params) if cfg.zero < 3 else 0.0
     return (retained, freed) if retained > freed else (0.0, 0.0)
 
 
@@ -294,7 +301,7 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return 0.0
     if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
-    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
@@ -303,7 +310,7 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
 def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float, float]:
     """Bytes per parameter of the running layer, of the next one and of the one back-propagated
     before that FSDP2 holds while a layer back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
-    under ZeRO 1-2 (parameters kept gathered) the previous unit's fp32 reduce-scatter input alone
+    under ZeRO 0-2 (parameters kept gathered; ZeRO 0: :func:`_hsdp_zero0`) the previous unit's fp32 reduce-scatter input alone
     (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); under ZeRO 3 also the layer's gathered bf16 parameters and
     unsharded bf16 gradient and the next unit's prefetched parameters (:data:`FSDP2_UNIT_BYTES`'
     parts, 2 + 2, 2). Measured with torch's tracker on the differential sweep's Mixtral (pp 4, ZeRO
@@ -313,11 +320,34 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
         return 0.0, 0.0, 0.0
-    if terms.fsdp2_low_zero and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
         return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if terms.fp32_sharded_params and cfg.zero == 3:
         return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
     return 0.0, 0.0, 0.0
+
+
+def _hsdp_zero0(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether the native runtime reduces each unit during the backward under ZeRO 0: FSDP2 HSDP with
+    one shard per replica (``planner.runtime.fsdp``) runs the same ``foreach_reduce`` as ZeRO 1-2, its
+    fp32 reduce-scatter input held until the next unit's reduce (``reduce_scatter_max_input_buffers``
+    1, torch 2.13 ``_fsdp_param_group.py``), without pipelining (``EngineTerms.hsdp_backward_end``;
+    under pipelining the stage reduces once its backward is done, ``costmodel.rank_phases.first_reduce``).
+    Measured with torch's tracker on the differential sweep's CNN (ZeRO 0, one GPU and dp 2, d0009 /
+    d0076 / d0131): an 18.25 KiB fp32 buffer, 4 B times the 4,672 parameters of its largest block,
+    beside the second block's backward at the peak."""
+    return terms.hsdp_backward_end and cfg.zero == 0
+
+
+def _end_unit(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> float:
+    """The unit working set the end of a backward holds beside every gradient: none under ZeRO 0 with
+    one micro-batch (:func:`_hsdp_zero0`), where that phase already prices the running unit's sharded
+    gradient, which does not exist yet, and in its place the previous unit's fp32 reduce-scatter
+    input (at most the largest unit's, as priced) is held; the start of the backward holds it instead
+    (``costmodel.rank_phases.backward_start``). Measured with torch's tracker on the differential
+    sweep's CNN at dp 4, selective recompute, one micro-batch (d0045): 201.4 KiB at the peak, 223.2
+    priced with the unit at the backward's end."""
+    return 0.0 if _hsdp_zero0(cfg, terms) and cfg.num_microbatches == 1 else unit
 
 
 def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from costmodel.engines import engine_terms
-from costmodel.rank_memory import FSDP2_UNIT_BYTES, _backward_end_bytes
+from costmodel.rank_memory import FSDP2_LOW_ZERO_UNIT_BYTES, FSDP2_UNIT_BYTES, _backward_end_bytes
 from costmodel.specs import ParallelConfig
 
 PARAMS, LARGEST = 1e6, 1e5
@@ -30,7 +30,8 @@ def test_zero3_keeps_every_reduce_output_beside_the_gradients() -> None:
 
 def test_zero0_frees_the_gathered_parameters_but_the_running_unit() -> None:
     cfg = _cfg(0)
-    assert _end(cfg, 4 * PARAMS) == (0.9 * 4 * PARAMS, 2 * PARAMS - FSDP2_UNIT_BYTES * LARGEST)
+    kept = FSDP2_UNIT_BYTES - FSDP2_LOW_ZERO_UNIT_BYTES  # the reduce-scatter input: the unit's buffer
+    assert _end(cfg, 4 * PARAMS) == (0.9 * 4 * PARAMS, 2 * PARAMS - kept * LARGEST)
 
 
 def test_nothing_where_the_freed_parameters_outweigh_the_reduce_outputs() -> None:
