@@ -183,10 +183,8 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
-        end_unit = unit if curve is not None else _end_unit(cfg, terms, unit)  # the layer-by-layer end prices its own units
-        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, end_unit, apart, not _keeps_gathered(cfg, terms), curve)
-        if curve is None and unit and apart and end_unit != unit:  # the start still meets the unit's reduce buffer
-            phase = max(phase, backward_start(t, held, 0.0, unit), key=held_bytes)
+        phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
+                           not _keeps_gathered(cfg, terms), curve)
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -343,8 +341,8 @@ def _end_unit(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> float:
     """The unit working set the end of a backward holds beside every gradient: none under ZeRO 0 with
     one micro-batch (:func:`_hsdp_zero0`), where that phase already prices the running unit's sharded
     gradient, which does not exist yet, and in its place the previous unit's fp32 reduce-scatter
-    input (at most the largest unit's, as priced) is held; the start of the backward holds it instead
-    (``costmodel.rank_phases.backward_start``). Measured with torch's tracker on the differential
+    input (at most the largest unit's, as priced) is held, which the first backward's layer-by-layer
+    end prices beside each layer (``costmodel.rank_phases.layer_by_layer_end``). Measured with torch's tracker on the differential
     sweep's CNN at dp 4, selective recompute, one micro-batch (d0045): 201.4 KiB at the peak, 223.2
     priced with the unit at the backward's end."""
     return 0.0 if _hsdp_zero0(cfg, terms) and cfg.num_microbatches == 1 else unit

@@ -234,9 +234,9 @@ def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 def _curves(table: CostTable, fold: _Fold, bounds: np.ndarray, keys: tuple[np.ndarray, np.ndarray], matrix: np.ndarray,
             work: list, vpp: int) -> list[tuple[tuple[float, ...], ...]]:
-    """:func:`backward_curve` of each rank type's first rank (empty under interleaving), memoised
-    per fold and key costs."""
-    if vpp > 1:
+    """:func:`backward_curve` of each rank type's first rank (empty under interleaving, and where
+    ``vpp`` is 0: engines other than the native runtime), memoised per fold and key costs."""
+    if vpp != 1:  # interleaved, or an engine that does not read them (vpp 0)
         return [()] * len(fold.first_rank)
     present, inverse = keys
     key = ("curve", id(fold), id(work))
@@ -263,7 +263,8 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
-    curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp)
+    native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
+    curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
                  body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
