@@ -53,7 +53,8 @@ def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
     return LowPrecisionRates(peak_fp4_tflops=entry["peak_fp4_tflops"], mx_blocks=bool(entry["mx_blocks"]),
                              platform=entry.get("platform", "cuda"),
                              fp4_dequant_weights_per_s=entry.get("fp4_dequant_weights_per_s"),
-                             hbm_stream_fraction=entry.get("hbm_stream_fraction"))
+                             hbm_stream_fraction=entry.get("hbm_stream_fraction"),
+                             mla_decode_floor_us=entry.get("mla_decode_floor_us"))
 
 
 def low_precision_sources(gpu: GPUSpec) -> dict[str, str]:

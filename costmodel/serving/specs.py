@@ -78,6 +78,11 @@ class LowPrecisionRates(BaseModel):
     hbm_stream_fraction: float | None = Field(default=None, gt=0, le=1)
     """Measured ceiling of a streaming kernel's HBM bandwidth over the peak where it lies below the
     fitted ``ServingEfficiency`` fractions (those come from NVIDIA runs); None: no lower ceiling."""
+    mla_decode_floor_us: float | None = Field(default=None, gt=0)
+    """Measured time of the engine's MLA decode attention call on this GPU at one sequence of a few
+    keys, µs: its fixed cost (launch, split-KV tiles and their reduce), which replaces the generic
+    kernel floor for an MLA layer's attention (:func:`costmodel.serving.step.mla_decode_floor`);
+    None: the generic floor."""
     fp4_dequant_weights_per_s: float | None = Field(default=None, gt=0)
     """Where FP4 weights have no FP4 (or Marlin-class) kernel and the vector ALUs upcast every
     weight tile to bf16 inside the GEMM: weights the whole GPU upcasts per second, once per

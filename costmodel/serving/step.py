@@ -349,7 +349,20 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         routed = routed_row_bytes(block, instance, batch)
         parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
     overhead = layer_kernels(hw, block, instance, precision) * kernel_floor_us(hw.cluster) * 1e-6
+    overhead += mla_decode_floor(hw, block)
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
+
+
+def mla_decode_floor(hw: Hardware, block: BlockShape) -> float:
+    """Seconds an MLA layer's decode attention call costs beyond the generic kernel floor where the
+    GPU's engines run a measured MLA kernel (``LowPrecisionRates.mla_decode_floor_us``: AMD's aiter
+    ``mla_decode_fwd``, a split-KV ASM kernel and its reduce, behind SGLang's ``aiter`` attention
+    backend, python/sglang/srt/layers/attention/aiter_backend.py): its measured time at one short
+    sequence, less the floor :func:`layer_kernels` already counts for it; 0 elsewhere."""
+    floor = hw.rates.mla_decode_floor_us
+    if floor is None or not block.layer.is_mla:
+        return 0.0
+    return max(floor - kernel_floor_us(hw.cluster), 0.0) * 1e-6
 
 
 def head_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: float) -> float:

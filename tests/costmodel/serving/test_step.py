@@ -30,6 +30,7 @@ from costmodel.serving.step import (
     gemm_speedup,
     hbm_rate,
     layer_kernels,
+    mla_decode_floor,
     mla_extra_kernels,
     mx_storage,
     non_expert_bytes,
@@ -148,6 +149,27 @@ def test_fp4_upcast_in_the_alus_costs_per_row_block_on_cdna3_only() -> None:
     slow = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "fp4", 1.0)
     fast = decode_step_parts(mi325x, shape, Instance(tp=8), 32, 1500, "bf16", 1.0)
     assert slow.compute > fast.compute
+
+
+def test_measured_mla_decode_floor_replaces_the_kernel_floor_on_rocm_mla_layers_only() -> None:
+    """aiter's ASM MLA decode takes 15.491 us on MI300 at one 21-key sequence (ROCm/aiter PR 2039):
+    an MLA layer's attention costs that instead of the generic floor; GQA layers and NVIDIA GPUs
+    keep the generic floor."""
+    mi300x = Hardware(resolve_cluster_arg("mi300x-8"), low_precision_rates(load_gpu("mi300x")), ServingEfficiency())
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    extra = (15.491 - kernel_floor_us(mi300x.cluster)) * 1e-6
+    assert mla_decode_floor(mi300x, shape.blocks[0]) == pytest.approx(extra)
+    assert mla_decode_floor(mi300x, LLAMA70B.blocks[0]) == 0.0
+    assert mla_decode_floor(H100, shape.blocks[0]) == 0.0
+    with_floor = decode_step_parts(mi300x, shape, Instance(tp=8), 10, 8704, "fp8", 2.0)
+    without = decode_step_parts(replace(mi300x, rates=replace_rates(mi300x.rates)), shape, Instance(tp=8), 10, 8704, "fp8", 2.0)
+    layers = sum(b.count for b in shape.blocks)
+    assert with_floor.overhead - without.overhead == pytest.approx(layers * extra)
+
+
+def replace_rates(rates: LowPrecisionRates) -> LowPrecisionRates:
+    """``rates`` without a measured MLA decode floor."""
+    return rates.model_copy(update={"mla_decode_floor_us": None})
 
 
 def test_mla_and_shared_experts_add_their_decode_kernels() -> None:
