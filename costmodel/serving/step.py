@@ -357,8 +357,10 @@ def mla_decode_floor(hw: Hardware, block: BlockShape) -> float:
     """Seconds an MLA layer's decode attention call costs beyond the generic kernel floor where the
     GPU's engines run a measured MLA kernel (``LowPrecisionRates.mla_decode_floor_us``: AMD's aiter
     ``mla_decode_fwd``, a split-KV ASM kernel and its reduce, behind SGLang's ``aiter`` attention
-    backend, python/sglang/srt/layers/attention/aiter_backend.py): its measured time at one short
-    sequence, less the floor :func:`layer_kernels` already counts for it; 0 elsewhere."""
+    backend, python/sglang/srt/layers/attention/aiter_backend.py; vLLM's ROCm MLA backends, the
+    same kernel or a split-KV pair of Triton kernels, are taken to cost the same [assumption]): its
+    measured time at one short sequence, less the floor :func:`layer_kernels` already counts for
+    it (the attention is one of ``EngineDefaults.kernels_per_layer``); 0 elsewhere."""
     floor = hw.rates.mla_decode_floor_us
     if floor is None or not block.layer.is_mla:
         return 0.0
