@@ -25,7 +25,7 @@ from pathlib import Path
 import torch.multiprocessing as mp
 
 from differential_draw import Draw
-from equality import _PRELOAD, BF16_RTOL, STEPS, SEED, free_port, strict_warnings
+from equality import _PRELOAD, BF16_RTOL, JOBS_PER_WORLD, STEPS, SEED, free_port, strict_warnings
 
 CLI = Path(__file__).resolve().parents[3] / "cli.py"
 RTOL = BF16_RTOL
@@ -119,14 +119,15 @@ def run_draws(draws: list[Draw], references: dict[str, list[float]], out: Path) 
     for world, group in sorted(by_world.items()):
         pending = list(group)
         while pending:
-            _world(world, [(d.name, d.model, d.plan_json or "") for d in pending], out)
-            done = [d for d in pending if (out / f"{d.name}.json").exists()]
+            part, later = pending[:JOBS_PER_WORLD], pending[JOBS_PER_WORLD:]  # a new world every few jobs
+            _world(world, [(d.name, d.model, d.plan_json or "") for d in part], out)
+            done = [d for d in part if (out / f"{d.name}.json").exists()]
             for d in done:
                 outcomes[d.name] = _judge(d, json.loads((out / f"{d.name}.json").read_text()), references[d.model])
-            rest = [d for d in pending if d not in done]
+            rest = [d for d in part if d not in done]
             if rest:  # the first plan without a result ended the world
                 outcomes[rest[0].name] = Outcome(rest[0], "failed", _error(out, rest[0].name))
-            pending = rest[1:]
+            pending = rest[1:] + later
     return [outcomes[d.name] for d in draws]
 
 
