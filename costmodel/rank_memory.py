@@ -314,7 +314,7 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return 0.0
     if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
@@ -331,11 +331,9 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     block's 54.4 KiB of gathered bf16 parameters and the head's sharded gradients, where a 10 B per
     parameter unit beside every gradient priced 23 % over; the real-size oracle's GPT-3 175B (ZeRO 3
     over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
-    if _pp_zero0_reduces(cfg, terms):  # no unit buffer priced: the stage's peak is layer by layer
-        return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
         return 0.0, 0.0, 0.0
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
         return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if terms.fp32_sharded_params and cfg.zero == 3:
         return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
@@ -360,8 +358,9 @@ def _pp_zero0_reduces(cfg: ParallelConfig, terms: EngineTerms) -> bool:
     is its last, which ``PipelineStage.backward_maybe_with_nosync`` runs with gradient sync (torch 2.13
     pipelining/stage.py), so each unit's ``post_backward`` issues its ``foreach_reduce`` and the fp32
     reduce-scatter input stays held through the next unit's backward (``reduce_scatter_max_input_buffers``
-    1, ``_fsdp_param_group.py``): the layer-by-layer end (``costmodel.rank_phases.layer_by_layer_end``)
-    holds the previous unit's. Measured with torch's tracker on the differential sweep's CNN (pp 2,
+    1, ``_fsdp_param_group.py``): the unit's buffer (:func:`_unit_bytes`), as under ZeRO 1-2 with one
+    micro-batch, held beside the layers' backwards after the previous unit's
+    (``costmodel.rank_phases.layer_by_layer_end``). Measured with torch's tracker on the differential sweep's CNN (pp 2,
     ZeRO 0, one micro-batch, cases d0092 at tp 4 and d0102 at dp 2): the second stage peaks in its
     first block's backward beside the next block's 18.25 KiB fp32 reduce-scatter input (4 B times its
     4,672 parameters), 7.8 % and 5.1 % under without it."""
