@@ -345,7 +345,7 @@ def _hsdp_zero0(cfg: ParallelConfig, terms: EngineTerms) -> bool:
     one shard per replica (``planner.runtime.fsdp``) runs the same ``foreach_reduce`` as ZeRO 1-2, its
     fp32 reduce-scatter input held until the next unit's reduce (``reduce_scatter_max_input_buffers``
     1, torch 2.13 ``_fsdp_param_group.py``), without pipelining (``EngineTerms.hsdp_backward_end``;
-    under pipelining the stage reduces once its backward is done, ``costmodel.rank_phases.first_reduce``).
+    under pipelining with one micro-batch :func:`_pp_zero0_reduces`).
     Measured with torch's tracker on the differential sweep's CNN (ZeRO 0, one GPU and dp 2, d0009 /
     d0076 / d0131): an 18.25 KiB fp32 buffer, 4 B times the 4,672 parameters of its largest block,
     beside the second block's backward at the peak."""

@@ -226,7 +226,8 @@ def first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: flo
     last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
     parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
     the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
-    1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``)."""
+    1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``),
+    as this case does too, beside each layer's backward (``costmodel.rank_memory._pp_zero0_reduces``)."""
     if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
         return None
     grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES

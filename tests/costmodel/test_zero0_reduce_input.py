@@ -36,7 +36,7 @@ def test_zero0_holds_the_largest_units_fp32_reduce_scatter_input(dp: int) -> Non
 
 
 def test_not_under_pipelining_nor_on_other_engines() -> None:
-    assert _unit(_cfg(pp=2)) == 0.0  # the stage reduces after its backward (rank_phases.first_reduce)
+    assert _unit(_cfg(pp=2)) == 0.0  # 8 micro-batches: no-sync backwards, the stage reduces after its last
     assert _unit(_cfg(engine="torchtitan")) == 0.0  # 1-D FSDP: ZeRO 0 is not sharded there
 
 
