@@ -13,7 +13,7 @@ from costmodel.local import ACT_BYTES
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
 from costmodel.rank_phases import backward_start, first_reduce, held_bytes, peak_phase
 from costmodel.ranks import RankSums
-from costmodel.specs import EmbeddingLayer, ParallelConfig
+from costmodel.specs import EmbeddingLayer, HeadLayer, ParallelConfig
 from costmodel.table import CostTable
 
 FRAGMENTATION = 0.05
@@ -150,6 +150,21 @@ def largest_activation_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums,
     return max(at_peak, forward_end_activation_bytes(cfg, t, rank) + _gpipe_loss_bytes(table, cfg, rank, _flight(cfg, rank)))
 
 
+def _kept_logit_bytes(table: CostTable, cfg: ParallelConfig, terms: EngineTerms, rank: int) -> float:
+    """The bf16 logits (2 B per logit, ``tokens · V / t``) the last pipeline stage holds through its
+    whole backward (``EngineTerms.pp_keeps_logits``): ``PipelineStage.backward_one_chunk`` pops the
+    stage output from ``fwd_cache`` into a local that lives until the backward returns, also on the
+    last stage, whose backward starts from the loss (torch 2.13 pipelining/stage.py). Measured with
+    torch's tracker on the differential sweep's GPT-2 (pp 4, ZeRO 1, full recompute, one micro-batch,
+    case d0030): the last stage peaks in its block's recomputed GELU backward beside the 32 KiB of
+    logits and the head's reduced gradients, 3.0 % under without them."""
+    if not terms.pp_keeps_logits or rank != cfg.pp - 1:
+        return 0.0
+    tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
+    vocab = sum(x.vocab_size for x in table.model.layers if isinstance(x, HeadLayer))
+    return ACT_BYTES * tokens * vocab / cfg.tp
+
+
 def _gpipe_loss_bytes(table: CostTable, cfg: ParallelConfig, rank: int, flight: float) -> float:
     """The other micro-batches' losses a GPipe last stage holds (``costmodel.memory.held_loss_bytes``)."""
     if cfg.schedule != "gpipe":
@@ -184,7 +199,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
-                           not _keeps_gathered(cfg, terms), curve)
+                           not _keeps_gathered(cfg, terms), curve, _kept_logit_bytes(table, cfg, terms, rank))
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -299,7 +314,7 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return 0.0
     if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
@@ -318,7 +333,7 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
         return 0.0, 0.0, 0.0
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms)) and not terms.pp_unsharded_grads:
+    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
         return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if terms.fp32_sharded_params and cfg.zero == 3:
         return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
@@ -330,11 +345,26 @@ def _hsdp_zero0(cfg: ParallelConfig, terms: EngineTerms) -> bool:
     one shard per replica (``planner.runtime.fsdp``) runs the same ``foreach_reduce`` as ZeRO 1-2, its
     fp32 reduce-scatter input held until the next unit's reduce (``reduce_scatter_max_input_buffers``
     1, torch 2.13 ``_fsdp_param_group.py``), without pipelining (``EngineTerms.hsdp_backward_end``;
-    under pipelining the stage reduces once its backward is done, ``costmodel.rank_phases.first_reduce``).
+    under pipelining with one micro-batch :func:`_pp_zero0_reduces`).
     Measured with torch's tracker on the differential sweep's CNN (ZeRO 0, one GPU and dp 2, d0009 /
     d0076 / d0131): an 18.25 KiB fp32 buffer, 4 B times the 4,672 parameters of its largest block,
     beside the second block's backward at the peak."""
     return terms.hsdp_backward_end and cfg.zero == 0
+
+
+def _pp_zero0_reduces(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether a pipeline stage of the native runtime reduces unit by unit during its backward under
+    ZeRO 0, as :func:`_hsdp_zero0` without pipelining: with one micro-batch the stage's only backward
+    is its last, which ``PipelineStage.backward_maybe_with_nosync`` runs with gradient sync (torch 2.13
+    pipelining/stage.py), so each unit's ``post_backward`` issues its ``foreach_reduce`` and the fp32
+    reduce-scatter input stays held through the next unit's backward (``reduce_scatter_max_input_buffers``
+    1, ``_fsdp_param_group.py``): the unit's buffer (:func:`_unit_bytes`), as under ZeRO 1-2 with one
+    micro-batch, held beside the layers' backwards after the previous unit's
+    (``costmodel.rank_phases.layer_by_layer_end``). Measured with torch's tracker on the differential sweep's CNN (pp 2,
+    ZeRO 0, one micro-batch, cases d0092 at tp 4 and d0102 at dp 2): the second stage peaks in its
+    first block's backward beside the next block's 18.25 KiB fp32 reduce-scatter input (4 B times its
+    4,672 parameters), 7.8 % and 5.1 % under without it."""
+    return terms.engine == "native" and cfg.zero == 0 and cfg.pp > 1 and cfg.num_microbatches == 1
 
 
 def _end_unit(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> float:

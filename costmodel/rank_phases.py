@@ -52,7 +52,8 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None) -> Phase:
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
+                logits: float = 0.0) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -89,6 +90,9 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
     gradients appear only as its activations are freed, so the largest layer never meets every gradient.
 
+    ``logits``: the last stage's bf16 logits, which its layer-by-layer end holds beside every layer
+    (``costmodel.rank_memory._kept_logit_bytes``).
+
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
 
@@ -120,10 +124,10 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) + logits if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
-        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + logits, later), grads, end_work, backward_end, curve, next_loss)
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
@@ -222,7 +226,8 @@ def first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: flo
     last backward has resharded (``set_reshard_after_backward``: measured 4 B of parameters per
     parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
     the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
-    1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``)."""
+    1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``),
+    as this case does too, beside each layer's backward (``costmodel.rank_memory._pp_zero0_reduces``)."""
     if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
         return None
     grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES

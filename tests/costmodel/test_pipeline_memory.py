@@ -16,7 +16,7 @@ import torch
 from costmodel.engines import engine_terms
 from costmodel.layer_other import norm_cost
 from costmodel.local import LocalConfig
-from costmodel.rank_memory import p2p_buffer_bytes
+from costmodel.rank_memory import _kept_logit_bytes, p2p_buffer_bytes
 from costmodel.rank_phases import grad_share
 from costmodel.specs import NormLayer, ParallelConfig
 from costmodel.step import estimate_step
@@ -53,6 +53,18 @@ def test_pipelined_last_stage_keeps_the_bf16_logits_in_its_loss_transient() -> N
     whole = estimate_step(TABLE, _cfg(pp=1)).ranks.rank(0).work_bytes
     vocab = 128_256
     assert piped - whole == pytest.approx(2 * 1024 * vocab, rel=1e-9)
+
+
+def test_only_the_last_stage_holds_its_logits_through_its_backward() -> None:
+    """``PipelineStage.backward_one_chunk`` keeps the popped stage output to the backward's end
+    (``costmodel.rank_memory._kept_logit_bytes``): 2 B per logit on the last stage, under TP its share."""
+    vocab, cfg = 128_256, _cfg()
+    terms = engine_terms(cfg)
+    assert _kept_logit_bytes(TABLE, cfg, terms, 3) == 2 * 1024 * vocab
+    assert _kept_logit_bytes(TABLE, cfg, terms, 2) == 0.0
+    tp = _cfg(tp=2)
+    assert _kept_logit_bytes(TABLE, tp, engine_terms(tp), 3) == 1024 * vocab
+    assert _kept_logit_bytes(TABLE, _cfg(pp=1), engine_terms(_cfg(pp=1)), 0) == 0.0
 
 
 def test_unsharded_gradients_only_where_no_sync_backwards_accumulate() -> None:
