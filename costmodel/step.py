@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 from costmodel import comm
 from costmodel.engines import grad_bucket_params
@@ -71,10 +72,15 @@ class StepEstimate:
         slow = self.table.cluster.efficiency.overlap_slowdown
         return [self.ranks.rank(r).time_s(slow) for r in range(self.config.pp)]
 
+    @cached_property
+    def _rank_memories(self) -> tuple[dict[str, float], ...]:
+        """:func:`rank_memory` of each pipeline rank, computed once per estimate (the estimate is frozen)."""
+        return tuple(rank_memory(self.table, self.config, self.ranks.rank(r), r) for r in range(self.config.pp))
+
     @property
     def rank_memory_breakdown_gib(self) -> list[dict[str, float]]:
-        """Memory breakdown of each pipeline rank, GiB."""
-        return [rank_memory(self.table, self.config, self.ranks.rank(r), r) for r in range(self.config.pp)]
+        """Memory breakdown of each pipeline rank, GiB (fresh dicts: a caller may change them)."""
+        return [dict(parts) for parts in self._rank_memories]
 
     def rank_memory_parts_gib(self, r: int) -> tuple[dict[str, float], dict[str, float]]:
         """(allocated tensors by category, GPU-only terms) of pipeline rank ``r``, GiB
@@ -85,7 +91,7 @@ class StepEstimate:
     @property
     def rank_memory_gib(self) -> list[float]:
         """Peak memory of each pipeline rank, GiB."""
-        return [sum(parts.values()) for parts in self.rank_memory_breakdown_gib]
+        return [sum(parts.values()) for parts in self._rank_memories]
 
     @property
     def fits(self) -> bool:

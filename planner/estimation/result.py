@@ -100,12 +100,13 @@ def result_from_step(table: CostTable, cfg: ParallelConfig, step: StepEstimate, 
     peak = table.cluster.gpu.peak_bf16_tflops * 1e12
     per_gpu = step.model_flops / (gpus * step.step_time_s)
     r = step.ranks
+    times, memories = step.rank_time_s, step.rank_memory_gib
     ranks = [
         RankEstimate(
             rank=i,
             chunks=[list(c) for c in r.chunks(i, cfg.pp)],
-            time_per_microbatch_s=float(step.rank_time_s[i]),
-            memory_gib=float(step.rank_memory_gib[i]),
+            time_per_microbatch_s=float(times[i]),
+            memory_gib=float(memories[i]),
         )
         for i in range(cfg.pp)
     ]

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import planner
 from costmodel.rank_memory import forward_end_activation_bytes, largest_activation_bytes, rank_parts
 from costmodel.specs import ParallelConfig
-from costmodel.step import estimate_step
+from costmodel.step import StepEstimate, estimate_step
 from costmodel.table import build_cost_table
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 from planner.estimation.config_checks import parallel_problems
@@ -50,10 +50,11 @@ def _forward_end(name: str, cfg: ParallelConfig) -> list[float]:
     return [forward_end_activation_bytes(cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
 
 
-def _largest(name: str, cfg: ParallelConfig) -> list[float]:
-    """What ``estimate`` reports as each rank's activations (:func:`largest_activation_bytes`)."""
+def _largest(name: str, cfg: ParallelConfig, step: StepEstimate | None = None) -> list[float]:
+    """What ``estimate`` reports as each rank's activations (:func:`largest_activation_bytes`);
+    ``step``: ``cfg``'s estimate where the caller has it already."""
     table = TABLES[name]
-    step = estimate_step(table, cfg)
+    step = step or estimate_step(table, cfg)
     return [largest_activation_bytes(table, cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
 
 
@@ -160,9 +161,10 @@ def test_estimated_activations_grow_with_the_micro_batch_at_a_fixed_global_batch
         if small is None or big is None:
             continue
         checked += 1
-        sizes = [_largest(name, small), _largest(name, big)]
-        for cfg, largest in zip((small, big), sizes):
-            shown = result_from_step(TABLES[name], cfg, estimate_step(TABLES[name], cfg), [])
+        steps = [estimate_step(TABLES[name], cfg) for cfg in (small, big)]
+        sizes = [_largest(name, small, steps[0]), _largest(name, big, steps[1])]
+        for cfg, step, largest in zip((small, big), steps, sizes):
+            shown = result_from_step(TABLES[name], cfg, step, [])
             assert shown.memory_breakdown_gib.activations * 2**30 == largest[shown.memory_breakdown_rank]
         for r, (a, b) in enumerate(zip(*sizes)):
             assert b >= a * (1 - TOL), f"{name} {fields}: rank {r} {a:.4g} -> {b:.4g} B"

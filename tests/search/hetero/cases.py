@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from costmodel.hetero import ClusterGroup, HeteroCluster
 from costmodel.specs import (
     ClusterSpec,
@@ -13,6 +15,9 @@ from costmodel.specs import (
     NormLayer,
     TransformerLayer,
 )
+from profiles.degrade import degrade
+from search.hetero.exhaustive import ExhaustiveBest, exhaustive_hetero
+from search.hetero.types import HeteroRequest
 
 
 def tiny_model(blocks: int = 4, hidden: int = 1024, heads: int = 8, vocab: int = 8000) -> ModelSpec:
@@ -35,3 +40,12 @@ def mixed(fast_gpus: int, slow_gpus: int, slow_hbm_gib: float = 2.0) -> HeteroCl
     """A fast, large-memory group then a slower, smaller-memory one."""
     return HeteroCluster(name="mixed", groups=(ClusterGroup(cluster=node("fast", 300, 4.0, 25), gpus=fast_gpus),
                                                ClusterGroup(cluster=node("slow", 100, slow_hbm_gib, 12.5), gpus=slow_gpus)))
+
+
+@functools.cache
+def exhaustive_optimum(fast: int, slow: int, hbm: float, slow_flag: str | None, down_flag: str | None,
+                       request_items: tuple) -> ExhaustiveBest | None:
+    """``search.hetero.exhaustive.exhaustive_hetero`` of one case of ``test_exhaustive.CASES``
+    (``request_items``: the request's arguments as sorted items), computed once per pytest process:
+    ``test_exhaustive`` and ``test_gap`` both compare against it and only read it."""
+    return exhaustive_hetero(tiny_model(), degrade(mixed(fast, slow, hbm), slow_flag, down_flag), HeteroRequest(**dict(request_items)))

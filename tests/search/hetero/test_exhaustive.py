@@ -8,9 +8,8 @@ import pytest
 
 from profiles.degrade import degrade
 from search.hetero.search import search_hetero
-from search.hetero.exhaustive import exhaustive_hetero
 from search.hetero.types import HeteroRequest
-from tests.search.hetero.cases import mixed, tiny_model
+from tests.search.hetero.cases import exhaustive_optimum, mixed, tiny_model
 
 REL = 1e-9
 CASES = [
@@ -29,7 +28,7 @@ def test_search_equals_exhaustive(fast, slow, hbm, slow_flag, down_flag, request
     cluster = degrade(mixed(fast, slow, hbm), slow_flag, down_flag)
     req = HeteroRequest(**request_args)
     got = search_hetero(model, cluster, req)
-    want = exhaustive_hetero(model, cluster, req)
+    want = exhaustive_optimum(fast, slow, hbm, slow_flag, down_flag, tuple(sorted(request_args.items())))
     assert got.stats.status == "optimal" and got.stats.gap == 0.0
     if want is None:
         assert got.best is None

@@ -8,11 +8,10 @@ import pytest
 
 from profiles.degrade import degrade
 from search.hetero.search import bases, search_hetero
-from search.hetero.exhaustive import exhaustive_hetero
 from search.hetero.gap import relative_gap, space_bound
 from search.hetero.price import Pricing
 from search.hetero.types import HeteroRequest
-from tests.search.hetero.cases import mixed, tiny_model
+from tests.search.hetero.cases import exhaustive_optimum, mixed, tiny_model
 from tests.search.hetero.test_exhaustive import CASES
 
 
@@ -24,7 +23,7 @@ def _bound(model, cluster, req: HeteroRequest) -> float:
 def test_the_bound_is_below_the_exhaustive_optimum(fast, slow, hbm, slow_flag, down_flag, request_args) -> None:
     model, req = tiny_model(), HeteroRequest(**request_args)
     cluster = degrade(mixed(fast, slow, hbm), slow_flag, down_flag)
-    want = exhaustive_hetero(model, cluster, req)
+    want = exhaustive_optimum(fast, slow, hbm, slow_flag, down_flag, tuple(sorted(request_args.items())))
     assert want is not None
     bound = _bound(model, cluster, req)
     assert 0 < bound <= want.step_time_s
