@@ -184,7 +184,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
-                           not _keeps_gathered(cfg, terms), curve)
+                           not _keeps_gathered(cfg, terms), curve, _nosync_bytes(cfg, t, terms))
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
@@ -195,7 +195,7 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _held_buffer_bytes(cfg, t, terms) + phase.unit + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _held_buffer_bytes(cfg, t, terms) + phase.unit + phase.gathered + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -285,6 +285,21 @@ def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
     return terms.fsdp_keeps_gathered or (terms.nosync_keeps_gathered and cfg.num_microbatches > 1)
 
 
+def _nosync_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[float, float] | None:
+    """Where the native runtime's no-sync backwards keep chunks gathered (:func:`_keeps_gathered`
+    without ``EngineTerms.fsdp_keeps_gathered``, whose stage stays gathered all step): the bytes per
+    parameter of a gathered chunk (:data:`FSDP2_PP_GATHERED_BYTES`) and those of a chunk's first
+    units gathered as its first backward starts, the running unit's bf16 parameters and the next
+    one's prefetched (2 + 2 B of the largest layer, :data:`FSDP2_UNIT_BYTES`' parts), which
+    ``costmodel.rank_phases.peak_phase`` prices by the chunks gathered at its phases
+    (``costmodel.rank_phases.nosync_chunks``: the reshard is off only from a chunk's first
+    backward to its last, ``reshard_after_forward=True`` frees the units after each forward); None
+    elsewhere."""
+    if terms.fsdp_keeps_gathered or not _keeps_gathered(cfg, terms):
+        return None
+    return float(FSDP2_PP_GATHERED_BYTES), 2.0 * cfg.param_bytes * t.largest_layer_params
+
+
 def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """The largest sharded unit's working set while the backward runs through it: ZeRO-3's gathered
     copy plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
@@ -364,7 +379,7 @@ def _held_buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> 
     stay bf16). ZeRO-3's gathered unit (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
     :data:`FSDP2_UNIT_BYTES`, under ZeRO 1-2 without pipelining the fp32 reduce-scatter input alone,
     :data:`FSDP2_LOW_ZERO_UNIT_BYTES`) is :func:`_unit_bytes`."""
-    gathered = FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0
+    gathered = FSDP2_PP_GATHERED_BYTES * t.params if terms.fsdp_keeps_gathered else 0.0  # else per phase: _nosync_bytes
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return gathered + sp + fp8

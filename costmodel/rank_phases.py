@@ -27,6 +27,8 @@ class Phase(NamedTuple):
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
     unit: float = 0.0
     """The largest sharded unit's backward working set (``costmodel.rank_memory._unit_bytes``), where the phase holds it."""
+    gathered: float = 0.0
+    """The chunks no-sync backwards keep gathered beside their fp32 accumulators (:func:`nosync_chunks`): buffers."""
 
 
 def backward_start(t: RankSums, held: float, grads: float, unit: float | None, held_unit: float = 0.0) -> Phase:
@@ -52,7 +54,8 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None) -> Phase:
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
+                nosync: tuple[float, float] | None = None) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -83,7 +86,16 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
     last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
-    ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
+    ZeRO 3, 8 micro-batches: no sharded gradient at the peak). Where ``nosync`` is given (bytes per
+    parameter of a chunk kept gathered, bytes of a chunk's first units gathered for its backward: the
+    native runtime, ``costmodel.rank_memory._nosync_bytes``), A and B hold only the chunks that state
+    holds by then (:func:`nosync_chunks`), the reduced chunks' sharded gradients, A the running
+    chunk's first units where it is not yet gathered (as :func:`backward_start` prices a unit apart
+    from the loss: FSDP2's pre-backward hook on a unit's outputs gathers it only once the loss's
+    backward has run; measured with torch's tracker on the differential sweep's custom model, pp 2,
+    cp 2, ZeRO 3, GPipe, case d0048: the last stage peaks in its first loss backward with no
+    gathered parameter), and B the unit's reduce-scatter input only
+    where its backward is the chunk's last (which reduces it; else the chunk is gathered after it).
 
     Where ``curve`` is given (the unit's working set while a layer back-propagates and at the end:
     :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
@@ -106,6 +118,14 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     if layered and share == 0:  # the first backward's units: layer by layer (layer_by_layer_end)
         apart, unit = False, 0.0
     start = backward_start(t, held, grads * share, unit if apart else None, _held_unit(cfg, unit))  # held: ``costmodel.rank_memory._held_act_bytes``
+    states = None
+    if nosync is not None:  # the no-sync chunks' states at backward j (A) and after it (B)
+        j = min(left, done)
+        states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
+        (kept, reduced, running), _ = states
+        if not running:  # FSDP2 gathers a unit at its pre-backward hook: after the loss's backward (apart from it)
+            start = backward_start(t, held, 0.0, nosync[1])
+        start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept)
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
@@ -118,6 +138,10 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
+    if states is not None:  # a chunk's last backward reduces (its unit's reduce-scatter input) and reshards it
+        last = _backward_micro(cfg, min(left, done)) == cfg.num_microbatches - 1
+        kept, reduced, _ = states[0] if last else states[1]
+        end = end._replace(grads=grads * reduced + extra_grad, gathered=nosync[0] * t.params * kept, unit=unit if last else 0.0)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
         later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
@@ -200,9 +224,44 @@ def grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
     return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
 
 
+def nosync_chunks(cfg: ParallelConfig, t: RankSums, j: int) -> tuple[float, float, bool]:
+    """(share of the rank's parameters kept gathered beside unsharded fp32 accumulators, share
+    reduced into sharded gradients, whether backward ``j``'s chunk is among the gathered) before
+    backward ``j`` where pipelined FSDP2 runs every backward of a chunk but its last micro-batch's
+    without gradient sync or resharding (torch 2.13 ``pipelining/stage.py``
+    ``backward_maybe_with_nosync``: ``set_reshard_after_backward(False)``,
+    ``set_requires_gradient_sync(False)``; ``_fsdp_param_group.py`` ``post_backward`` keeps the
+    unsharded parameters and ``_fsdp_param.py`` ``to_accumulated_grad_if_needed`` upcasts the
+    gradient to the fp32 ``reduce_dtype``): a chunk is gathered from its first backward to its last
+    (micro-batch ``m - 1``), which reduce-scatters and reshards it. Backward ``i`` runs chunk
+    ``v - 1 - (i // pp) mod v``, micro-batch ``(i // (pp v)) pp + i mod pp``
+    (``planner.runtime.memcheck.step.schedule_actions``). Measured with torch's tracker on the
+    differential sweep's Mixtral (pp 2, v 2, two micro-batches, case d0272): the first rank's
+    first backward holds its running chunk's two blocks gathered and no other (108.8 KiB), where
+    every chunk kept gathered at 6 B per parameter priced 19 % over."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    weights = t.chunk_params if v > 1 and t.chunk_params else (1.0,) * v
+    ran: set[int] = set()
+    done: set[int] = set()
+    for i in range(j):
+        chunk = v - 1 - (i // cfg.pp) % v
+        ran.add(chunk)
+        if _backward_micro(cfg, i) >= cfg.num_microbatches - 1:
+            done.add(chunk)
+    total = sum(weights) or 1.0
+    running = v - 1 - (j // cfg.pp) % v in ran - done
+    return sum(weights[c] for c in ran - done) / total, sum(weights[c] for c in done) / total, running
+
+
+def _backward_micro(cfg: ParallelConfig, i: int) -> int:
+    """The micro-batch of a rank's backward ``i`` (:func:`nosync_chunks`)."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    return (i // (cfg.pp * v)) * cfg.pp + i % cfg.pp
+
+
 def held_bytes(phase: Phase) -> float:
     """The bytes a phase adds to the rank's sharded states."""
-    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit - phase.freed_params
+    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit + phase.gathered - phase.freed_params
 
 
 PP_ZERO0_REDUCE_UNIT_BYTES = (4, 6)
