@@ -288,16 +288,16 @@ def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
 def _nosync_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[float, float] | None:
     """Where the native runtime's no-sync backwards keep chunks gathered (:func:`_keeps_gathered`
     without ``EngineTerms.fsdp_keeps_gathered``, whose stage stays gathered all step): the bytes per
-    parameter of a gathered chunk (:data:`FSDP2_PP_GATHERED_BYTES`) and those of a chunk's first
-    units gathered as its first backward starts, the running unit's bf16 parameters and the next
-    one's prefetched (2 + 2 B of the largest layer, :data:`FSDP2_UNIT_BYTES`' parts), which
+    parameter of a gathered chunk (:data:`FSDP2_PP_GATHERED_BYTES`) and those of the largest unit's
+    bf16 parameters (its gathered copy, the next one's prefetched and its bf16 gradient are each as
+    large: :data:`FSDP2_UNIT_BYTES`' parts), which
     ``costmodel.rank_phases.peak_phase`` prices by the chunks gathered at its phases
     (``costmodel.rank_phases.nosync_chunks``: the reshard is off only from a chunk's first
     backward to its last, ``reshard_after_forward=True`` frees the units after each forward); None
     elsewhere."""
     if terms.fsdp_keeps_gathered or not _keeps_gathered(cfg, terms):
         return None
-    return float(FSDP2_PP_GATHERED_BYTES), 2.0 * cfg.param_bytes * t.largest_layer_params
+    return float(FSDP2_PP_GATHERED_BYTES), float(cfg.param_bytes * t.largest_layer_params)
 
 
 def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:

@@ -87,15 +87,26 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
     ZeRO 3, 8 micro-batches: no sharded gradient at the peak). Where ``nosync`` is given (bytes per
-    parameter of a chunk kept gathered, bytes of a chunk's first units gathered for its backward: the
+    parameter of a chunk kept gathered, bytes of the largest unit's bf16 parameters: the
     native runtime, ``costmodel.rank_memory._nosync_bytes``), A and B hold only the chunks that state
     holds by then (:func:`nosync_chunks`), the reduced chunks' sharded gradients, A the running
-    chunk's first units where it is not yet gathered (as :func:`backward_start` prices a unit apart
+    chunk's first units where it is not yet gathered (the running unit's and the next one's bf16
+    parameters and the running unit's bf16 gradient, 3 x ``nosync[1]``, as :func:`backward_start` prices a unit apart
     from the loss: FSDP2's pre-backward hook on a unit's outputs gathers it only once the loss's
     backward has run; measured with torch's tracker on the differential sweep's custom model, pp 2,
     cp 2, ZeRO 3, GPipe, case d0048: the last stage peaks in its first loss backward with no
-    gathered parameter), and B the unit's reduce-scatter input only
-    where its backward is the chunk's last (which reduces it; else the chunk is gathered after it).
+    gathered parameter) or, where it is, the running unit's bf16 gradient (``nosync[1]``: autograd
+    writes it before ``post_backward``'s ``accumulate_unsharded_grad_if_needed`` adds it into the
+    fp32 accumulator; measured on the sweep's GPT-2, pp 2, v 2, cp 2, four micro-batches, case d0068:
+    574.1 KiB, 553.5 priced without it), and B the unit's reduce-scatter input only
+    where its backward is the chunk's last (which reduces it; else the chunk is gathered after it,
+    and its running unit's bf16 gradient beside the accumulators: measured on the sweep's GPT-2, pp 2,
+    GPipe, eight micro-batches, case d0097: the first stage peaks in a later backward with the stage
+    gathered, 413.6 KiB, 391.9 priced without it);
+    without interleaving B is also the stage's last backward where it is larger (C: the last
+    micro-batch's activations, the stage gathered and its unit's reduce-scatter input; measured on
+    the sweep's CNN, pp 4, GPipe, eight micro-batches, case d0279: the last stage peaks there,
+    103.4 KiB, 95.6 priced at the first backward's end).
 
     Where ``curve`` is given (the unit's working set while a layer back-propagates and at the end:
     :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
@@ -124,8 +135,9 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
         (kept, reduced, running), _ = states
         if not running:  # FSDP2 gathers a unit at its pre-backward hook: after the loss's backward (apart from it)
-            start = backward_start(t, held, 0.0, nosync[1])
-        start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept)
+            start = backward_start(t, held, 0.0, 3 * nosync[1])
+        start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept,
+                               unit=start.unit + (nosync[1] if running else 0.0))
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
@@ -141,7 +153,12 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     if states is not None:  # a chunk's last backward reduces (its unit's reduce-scatter input) and reshards it
         last = _backward_micro(cfg, min(left, done)) == cfg.num_microbatches - 1
         kept, reduced, _ = states[0] if last else states[1]
-        end = end._replace(grads=grads * reduced + extra_grad, gathered=nosync[0] * t.params * kept, unit=unit if last else 0.0)
+        end = end._replace(grads=grads * reduced + extra_grad, gathered=nosync[0] * t.params * kept,
+                           unit=unit if last else nosync[1])
+        if cfg.vpp == 1 or cfg.pp == 1:  # C: the stage's last backward reduces it, the last micro-batch alone in flight
+            kept, reduced, _ = nosync_chunks(cfg, t, cfg.num_microbatches - 1)
+            alone = max(held - (round(flight) - 1) * (t.act_bytes + sent), 0.0)
+            end = max(end, Phase(alone, grads * reduced, gathered=nosync[0] * t.params * kept, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
         later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
