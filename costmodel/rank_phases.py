@@ -129,7 +129,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     if layered and share == 0:  # the first backward's units: layer by layer (layer_by_layer_end)
         apart, unit = False, 0.0
     start = backward_start(t, held, grads * share, unit if apart else None, _held_unit(cfg, unit))  # held: ``costmodel.rank_memory._held_act_bytes``
-    states = None
+    states, j = None, 0
     if nosync is not None:  # the no-sync chunks' states at backward j (A) and after it (B)
         j = min(left, done)
         states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
@@ -151,10 +151,10 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
     if states is not None:  # a chunk's last backward reduces (its unit's reduce-scatter input) and reshards it
-        last = _backward_micro(cfg, min(left, done)) == cfg.num_microbatches - 1
-        kept, reduced, _ = states[0] if last else states[1]
+        final = _backward_micro(cfg, j) == cfg.num_microbatches - 1
+        kept, reduced, _ = states[0] if final else states[1]
         end = end._replace(grads=grads * reduced + extra_grad, gathered=nosync[0] * t.params * kept,
-                           unit=unit if last else nosync[1])
+                           unit=unit if final else nosync[1])
         if cfg.vpp == 1 or cfg.pp == 1:  # C: the stage's last backward reduces it, the last micro-batch alone in flight
             kept, reduced, _ = nosync_chunks(cfg, t, cfg.num_microbatches - 1)
             alone = max(held - (round(flight) - 1) * (t.act_bytes + sent), 0.0)
