@@ -179,16 +179,19 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held = _held_act_bytes(cfg, t, rank, flight)
     unit = _unit_bytes(cfg, t, terms)
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
+    loss = _gpipe_loss_bytes(table, cfg, rank, flight)
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
+    phase = phase._replace(acts=phase.acts + loss)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
-                           not _keeps_gathered(cfg, terms), curve, _nosync_bytes(cfg, t, terms))
+                           not _keeps_gathered(cfg, terms), curve, _nosync_bytes(cfg, t, terms),
+                           (loss, _gpipe_loss_bytes(table, cfg, rank, flight - 1)))
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
-    acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
+    acts = phase.acts
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
         "params": d[0] + e[0] - phase.freed_params,

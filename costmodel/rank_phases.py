@@ -55,7 +55,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
                 sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
-                nosync: tuple[float, float] | None = None) -> Phase:
+                nosync: tuple[float, float] | None = None, losses: tuple[float, float] = (0.0, 0.0)) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -112,6 +112,13 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
     gradients appear only as its activations are freed, so the largest layer never meets every gradient.
 
+    ``losses``: the other micro-batches' losses a GPipe last stage holds at A and at B
+    (``costmodel.memory.held_loss_bytes``): at B one micro-batch fewer is in flight and the next
+    one's loss is the transient B counts, so one fewer is held beside it (measured with torch's
+    tracker on the differential sweep's custom model, pp 2, cp 2, ZeRO 3, GPipe, two micro-batches,
+    case d0048: the last stage's second loss backward holds 66.1 KiB, no other loss, where B priced
+    the first's loss beside it, +24.5 %); :func:`layer_by_layer_end`'s moments keep A's.
+
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
 
@@ -138,6 +145,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
             start = backward_start(t, held, 0.0, 3 * nosync[1])
         start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept,
                                unit=start.unit + (nosync[1] if running else 0.0))
+    start = start._replace(acts=start.acts + losses[0])
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
@@ -149,7 +157,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
-    end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
+    end = Phase(end_acts + losses[1], end_grads + extra_grad, freed, extra_grad, retained, unit)
     if states is not None:  # a chunk's last backward reduces (its unit's reduce-scatter input) and reshards it
         final = _backward_micro(cfg, j) == cfg.num_microbatches - 1
         kept, reduced, _ = states[0] if final else states[1]
@@ -165,6 +173,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
         end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss)
+        end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
