@@ -2,7 +2,8 @@
 micro-batch (``costmodel.rank_memory.p2p_buffer_bytes``, ``RankSums.recv_bytes`` / ``send_bytes``),
 the last stage's logits kept to its backward (``EngineTerms.pp_keeps_logits``), whole gradients only
 where no-sync backwards accumulate them, the interleaved share of gradients
-(``costmodel.rank_phases.grad_share``) and an eager final RMSNorm's saved tensors
+(``costmodel.rank_phases.grad_share``), the chunks no-sync backwards keep gathered
+(``costmodel.rank_phases.nosync_chunks``), a GPipe last stage's held losses at each phase and an eager final RMSNorm's saved tensors
 (``costmodel.layer_other.EAGER_RMSNORM_BYTES``). The tracker-measured cases are in
 ``tests/planner/runtime/test_memcheck_pipeline.py``."""
 
@@ -16,9 +17,9 @@ import torch
 from costmodel.engines import engine_terms
 from costmodel.layer_other import norm_cost
 from costmodel.local import LocalConfig
-from costmodel.rank_memory import p2p_buffer_bytes
-from costmodel.rank_phases import grad_share, nosync_chunks
-from costmodel.rank_memory import rank_allocated_bytes
+from costmodel.rank_memory import p2p_buffer_bytes, rank_allocated_bytes
+from costmodel.rank_phases import grad_share, nosync_chunks, peak_phase
+from costmodel.ranks import RankSums
 from costmodel.specs import NormLayer, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
@@ -91,3 +92,14 @@ def test_a_zero3_chunk_gathered_only_between_its_first_and_last_backward() -> No
     first = sums.types[sums.first_rank.index(0)]
     buffers = rank_allocated_bytes(TABLE, cfg, first, 0)["buffers"]
     assert 4 * first.largest_layer_params <= buffers < 6 * first.params
+
+
+def test_a_gpipe_last_stage_holds_one_loss_fewer_beside_the_next_loss_backward() -> None:
+    """B of ``peak_phase`` (the end of the first backward, the next micro-batch's loss transient
+    beside it) takes the held losses of one micro-batch fewer than A (``losses``)."""
+    sums = RankSums(fwd_s=0.0, bwd_s=0.0, recompute_s=0.0, exposed_s=0.0, hidden_s=0.0, act_bytes=2.0, params=100.0,
+                    expert_params=0.0, links={}, work_bytes=36.0, largest_layer_params=100.0, boundary_bytes=0.0)
+    cfg = _cfg(pp=2, schedule="gpipe", global_batch=2)
+    both = peak_phase(cfg, sums, 2.0, 4.0, 50.0, losses=(12.0, 0.0))
+    assert both.acts == 4.0 - 2.0 + 36.0  # B: the first micro-batch freed, the next loss, no other loss held
+    assert peak_phase(cfg, sums, 2.0, 4.0, 50.0, losses=(12.0, 12.0)).acts == both.acts + 12.0
