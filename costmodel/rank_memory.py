@@ -375,8 +375,9 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
 
 
 def _held_buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Buffers held for the whole step: the stage FSDP2 keeps gathered (:func:`_keeps_gathered`,
-    :data:`FSDP2_PP_GATHERED_BYTES`), the SP all-gather workspace of one b·s·h activation, and
+    """Buffers held for the whole step: the stage FSDP2 keeps gathered all step
+    (``EngineTerms.fsdp_keeps_gathered``, :data:`FSDP2_PP_GATHERED_BYTES`; the native runtime's
+    no-sync chunks are priced per phase instead, :func:`_nosync_bytes`), the SP all-gather workspace of one b·s·h activation, and
     Transformer Engine's FP8 weight copies (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per
     parameter, counted over all the rank's parameters: an upper bound, since the embedding and head
     stay bf16). ZeRO-3's gathered unit (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
