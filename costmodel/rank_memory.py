@@ -194,23 +194,26 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     held = _held_act_bytes(cfg, t, rank, flight)
     unit = _unit_bytes(cfg, t, terms)
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
+    loss = _gpipe_loss_bytes(table, cfg, rank, flight)
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
+    phase = phase._replace(acts=phase.acts + loss)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
         curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
-                           not _keeps_gathered(cfg, terms), curve, _kept_logit_bytes(table, cfg, terms, rank))
+                           not _keeps_gathered(cfg, terms), curve, _kept_logit_bytes(table, cfg, terms, rank),
+                           _nosync_bytes(cfg, t, terms), (loss, _gpipe_loss_bytes(table, cfg, rank, flight - 1)))
         first = first_reduce(cfg, t, terms, held)
         if first is not None and held_bytes(first) > held_bytes(phase):
             phase = first
-    acts = phase.acts + _gpipe_loss_bytes(table, cfg, rank, flight)
+    acts = phase.acts
     tokens = cfg.micro_batch * (table.model.tokens_per_sample or cfg.seq_len) / cfg.cp
     allocated = {
         "params": d[0] + e[0] - phase.freed_params,
         "grads": phase.grads,
         "optimizer_states": 0.0 if cfg.offload_optimizer else d[2] + e[2],
         "activations": acts,
-        "buffers": _held_buffer_bytes(cfg, t, terms) + phase.unit + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
+        "buffers": _held_buffer_bytes(cfg, t, terms) + phase.unit + phase.gathered + _p2p_bytes(cfg, t, terms) + phase.reduce_outputs,
     }
     gpu_only = {
         "runtime_overhead": table.cluster.runtime_overhead_gib * GIB,
@@ -300,6 +303,21 @@ def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
     return terms.fsdp_keeps_gathered or (terms.nosync_keeps_gathered and cfg.num_microbatches > 1)
 
 
+def _nosync_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> tuple[float, float] | None:
+    """Where the native runtime's no-sync backwards keep chunks gathered (:func:`_keeps_gathered`
+    without ``EngineTerms.fsdp_keeps_gathered``, whose stage stays gathered all step): the bytes per
+    parameter of a gathered chunk (:data:`FSDP2_PP_GATHERED_BYTES`) and those of the largest unit's
+    bf16 parameters (its gathered copy, the next one's prefetched and its bf16 gradient are each as
+    large: :data:`FSDP2_UNIT_BYTES`' parts), which
+    ``costmodel.rank_phases.peak_phase`` prices by the chunks gathered at its phases
+    (``costmodel.rank_phases.nosync_chunks``: the reshard is off only from a chunk's first
+    backward to its last, ``reshard_after_forward=True`` frees the units after each forward); None
+    elsewhere."""
+    if terms.fsdp_keeps_gathered or not _keeps_gathered(cfg, terms):
+        return None
+    return float(FSDP2_PP_GATHERED_BYTES), float(cfg.param_bytes * t.largest_layer_params)
+
+
 def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     """The largest sharded unit's working set while the backward runs through it: ZeRO-3's gathered
     copy plus one prefetched (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
@@ -387,14 +405,15 @@ def _buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float
 
 
 def _held_buffer_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
-    """Buffers held for the whole step: the stage FSDP2 keeps gathered (:func:`_keeps_gathered`,
-    :data:`FSDP2_PP_GATHERED_BYTES`), the SP all-gather workspace of one b·s·h activation, and
+    """Buffers held for the whole step: the stage FSDP2 keeps gathered all step
+    (``EngineTerms.fsdp_keeps_gathered``, :data:`FSDP2_PP_GATHERED_BYTES`; the native runtime's
+    no-sync chunks are priced per phase instead, :func:`_nosync_bytes`), the SP all-gather workspace of one b·s·h activation, and
     Transformer Engine's FP8 weight copies (``costmodel.precision.FP8_WEIGHT_COPY_BYTES`` per
     parameter, counted over all the rank's parameters: an upper bound, since the embedding and head
     stay bf16). ZeRO-3's gathered unit (DeepSpeed estimator's 4·Ψ_largest at 2 bytes, doubled; FSDP2
     :data:`FSDP2_UNIT_BYTES`, under ZeRO 1-2 without pipelining the fp32 reduce-scatter input alone,
     :data:`FSDP2_LOW_ZERO_UNIT_BYTES`) is :func:`_unit_bytes`."""
-    gathered = FSDP2_PP_GATHERED_BYTES * t.params if _keeps_gathered(cfg, terms) else 0.0
+    gathered = FSDP2_PP_GATHERED_BYTES * t.params if terms.fsdp_keeps_gathered else 0.0  # else per phase: _nosync_bytes
     sp = t.boundary_bytes * cfg.tp if cfg.sp and cfg.tp > 1 else 0.0
     fp8 = FP8_WEIGHT_COPY_BYTES * t.params if cfg.precision == "fp8" and terms.fp8_saves_fp8_inputs else 0.0
     return gathered + sp + fp8

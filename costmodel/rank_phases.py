@@ -27,6 +27,8 @@ class Phase(NamedTuple):
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
     unit: float = 0.0
     """The largest sharded unit's backward working set (``costmodel.rank_memory._unit_bytes``), where the phase holds it."""
+    gathered: float = 0.0
+    """The chunks no-sync backwards keep gathered beside their fp32 accumulators (:func:`nosync_chunks`): buffers."""
 
 
 def backward_start(t: RankSums, held: float, grads: float, unit: float | None, held_unit: float = 0.0) -> Phase:
@@ -53,7 +55,8 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
                 sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
-                logits: float = 0.0) -> Phase:
+                logits: float = 0.0, nosync: tuple[float, float] | None = None,
+                losses: tuple[float, float] = (0.0, 0.0)) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
 
     A, the start of a backward: the in-flight micro-batches' activations and the loss / recompute
@@ -84,7 +87,27 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
     last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
-    ZeRO 3, 8 micro-batches: no sharded gradient at the peak).
+    ZeRO 3, 8 micro-batches: no sharded gradient at the peak). Where ``nosync`` is given (bytes per
+    parameter of a chunk kept gathered, bytes of the largest unit's bf16 parameters: the
+    native runtime, ``costmodel.rank_memory._nosync_bytes``), A and B hold only the chunks that state
+    holds by then (:func:`nosync_chunks`), the reduced chunks' sharded gradients, A the running
+    chunk's first units where it is not yet gathered (the running unit's and the next one's bf16
+    parameters and the running unit's bf16 gradient, 3 x ``nosync[1]``, as :func:`backward_start` prices a unit apart
+    from the loss: FSDP2's pre-backward hook on a unit's outputs gathers it only once the loss's
+    backward has run; measured with torch's tracker on the differential sweep's custom model, pp 2,
+    cp 2, ZeRO 3, GPipe, case d0048: the last stage peaks in its first loss backward with no
+    gathered parameter) or, where it is, the running unit's bf16 gradient (``nosync[1]``: autograd
+    writes it before ``post_backward``'s ``accumulate_unsharded_grad_if_needed`` adds it into the
+    fp32 accumulator; measured on the sweep's GPT-2, pp 2, v 2, cp 2, four micro-batches, case d0068:
+    574.1 KiB, 553.5 priced without it), and B the unit's reduce-scatter input only
+    where its backward is the chunk's last (which reduces it; else the chunk is gathered after it,
+    and its running unit's bf16 gradient beside the accumulators: measured on the sweep's GPT-2, pp 2,
+    GPipe, eight micro-batches, case d0097: the first stage peaks in a later backward with the stage
+    gathered, 413.6 KiB, 391.9 priced without it);
+    without interleaving B is also the stage's last backward where it is larger (C: the last
+    micro-batch's activations, the stage gathered and its unit's reduce-scatter input; measured on
+    the sweep's CNN, pp 4, GPipe, eight micro-batches, case d0279: the last stage peaks there,
+    103.4 KiB, 95.6 priced at the first backward's end).
 
     Where ``curve`` is given (the unit's working set while a layer back-propagates and at the end:
     :func:`layer_by_layer_end`'s ``units``) and the rank has one chunk, B is :func:`layer_by_layer_end`: a layer's
@@ -92,6 +115,13 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
 
     ``logits``: the last stage's bf16 logits, which its layer-by-layer end holds beside every layer
     (``costmodel.rank_memory._kept_logit_bytes``).
+
+    ``losses``: the other micro-batches' losses a GPipe last stage holds at A and at B
+    (``costmodel.memory.held_loss_bytes``): at B one micro-batch fewer is in flight and the next
+    one's loss is the transient B counts, so one fewer is held beside it (measured with torch's
+    tracker on the differential sweep's custom model, pp 2, cp 2, ZeRO 3, GPipe, two micro-batches,
+    case d0048: the last stage's second loss backward holds 66.1 KiB, no other loss, where B priced
+    the first's loss beside it, +24.5 %); :func:`layer_by_layer_end`'s moments keep A's.
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
     freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
@@ -110,6 +140,16 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     if layered and share == 0:  # the first backward's units: layer by layer (layer_by_layer_end)
         apart, unit = False, 0.0
     start = backward_start(t, held, grads * share, unit if apart else None, _held_unit(cfg, unit))  # held: ``costmodel.rank_memory._held_act_bytes``
+    states, j = None, 0
+    if nosync is not None:  # the no-sync chunks' states at backward j (A) and after it (B)
+        j = min(left, done)
+        states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
+        (kept, reduced, running), _ = states
+        if not running:  # FSDP2 gathers a unit at its pre-backward hook: after the loss's backward (apart from it)
+            start = backward_start(t, held, 0.0, 3 * nosync[1])
+        start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept,
+                               unit=start.unit + (nosync[1] if running else 0.0))
+    start = start._replace(acts=start.acts + losses[0])
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
     work = t.work_bytes if cfg.pp > 1 and cfg.schedule == "gpipe" and cfg.num_microbatches > 1 else t.body_work_bytes
@@ -121,13 +161,26 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
-    end = Phase(end_acts, end_grads + extra_grad, freed, extra_grad, retained, unit)
+    end = Phase(end_acts + losses[1], end_grads + extra_grad, freed, extra_grad, retained, unit)
+    if states is not None:  # a chunk's last backward reduces (its unit's reduce-scatter input) and reshards it
+        final = _backward_micro(cfg, j) == cfg.num_microbatches - 1
+        kept, reduced, _ = states[0] if final else states[1]
+        end = end._replace(grads=grads * reduced + extra_grad, gathered=nosync[0] * t.params * kept,
+                           unit=unit if final else nosync[1])
+        if cfg.vpp == 1 or cfg.pp == 1:  # C: the stage's last backward reduces it, the last micro-batch alone in flight
+            kept, reduced, _ = nosync_chunks(cfg, t, cfg.num_microbatches - 1)
+            alone = max(held - (round(flight) - 1) * (t.act_bytes + sent), 0.0)
+            end = max(end, Phase(alone, grads * reduced, gathered=nosync[0] * t.params * kept, unit=unit), key=held_bytes)
+        # after the step's last backward every chunk is reduced: every sharded gradient, no activation (the
+        # moment before the optimizer's step, which holds no more: tests/costmodel/test_optimizer_step.py)
+        end = max(end, Phase(0.0, grads, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
         later = max(held - 2 * (t.act_bytes + sent), 0.0) + logits if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
         end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + logits, later), grads, end_work, backward_end, curve, next_loss)
+        end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
@@ -204,9 +257,44 @@ def grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
     return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
 
 
+def nosync_chunks(cfg: ParallelConfig, t: RankSums, j: int) -> tuple[float, float, bool]:
+    """(share of the rank's parameters kept gathered beside unsharded fp32 accumulators, share
+    reduced into sharded gradients, whether backward ``j``'s chunk is among the gathered) before
+    backward ``j`` where pipelined FSDP2 runs every backward of a chunk but its last micro-batch's
+    without gradient sync or resharding (torch 2.13 ``pipelining/stage.py``
+    ``backward_maybe_with_nosync``: ``set_reshard_after_backward(False)``,
+    ``set_requires_gradient_sync(False)``; ``_fsdp_param_group.py`` ``post_backward`` keeps the
+    unsharded parameters and ``_fsdp_param.py`` ``to_accumulated_grad_if_needed`` upcasts the
+    gradient to the fp32 ``reduce_dtype``): a chunk is gathered from its first backward to its last
+    (micro-batch ``m - 1``), which reduce-scatters and reshards it. Backward ``i`` runs chunk
+    ``v - 1 - (i // pp) mod v``, micro-batch ``(i // (pp v)) pp + i mod pp``
+    (``planner.runtime.memcheck.step.schedule_actions``). Measured with torch's tracker on the
+    differential sweep's Mixtral (pp 2, v 2, two micro-batches, case d0272): the first rank's
+    first backward holds its running chunk's two blocks gathered and no other (108.8 KiB), where
+    every chunk kept gathered at 6 B per parameter priced 19 % over."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    weights = t.chunk_params if v > 1 and t.chunk_params else (1.0,) * v
+    ran: set[int] = set()
+    done: set[int] = set()
+    for i in range(j):
+        chunk = v - 1 - (i // cfg.pp) % v
+        ran.add(chunk)
+        if _backward_micro(cfg, i) >= cfg.num_microbatches - 1:
+            done.add(chunk)
+    total = sum(weights) or 1.0
+    running = v - 1 - (j // cfg.pp) % v in ran - done
+    return sum(weights[c] for c in ran - done) / total, sum(weights[c] for c in done) / total, running
+
+
+def _backward_micro(cfg: ParallelConfig, i: int) -> int:
+    """The micro-batch of a rank's backward ``i`` (:func:`nosync_chunks`)."""
+    v = cfg.vpp if cfg.pp > 1 else 1
+    return (i // (cfg.pp * v)) * cfg.pp + i % cfg.pp
+
+
 def held_bytes(phase: Phase) -> float:
     """The bytes a phase adds to the rank's sharded states."""
-    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit - phase.freed_params
+    return phase.acts + phase.grads + phase.reduce_outputs + phase.unit + phase.gathered - phase.freed_params
 
 
 PP_ZERO0_REDUCE_UNIT_BYTES = (4, 6)

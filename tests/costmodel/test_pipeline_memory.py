@@ -2,7 +2,8 @@
 micro-batch (``costmodel.rank_memory.p2p_buffer_bytes``, ``RankSums.recv_bytes`` / ``send_bytes``),
 the last stage's logits kept to its backward (``EngineTerms.pp_keeps_logits``), whole gradients only
 where no-sync backwards accumulate them, the interleaved share of gradients
-(``costmodel.rank_phases.grad_share``) and an eager final RMSNorm's saved tensors
+(``costmodel.rank_phases.grad_share``), the chunks no-sync backwards keep gathered
+(``costmodel.rank_phases.nosync_chunks``), a GPipe last stage's held losses at each phase and an eager final RMSNorm's saved tensors
 (``costmodel.layer_other.EAGER_RMSNORM_BYTES``). The tracker-measured cases are in
 ``tests/planner/runtime/test_memcheck_pipeline.py``."""
 
@@ -16,8 +17,9 @@ import torch
 from costmodel.engines import engine_terms
 from costmodel.layer_other import norm_cost
 from costmodel.local import LocalConfig
-from costmodel.rank_memory import _kept_logit_bytes, p2p_buffer_bytes
-from costmodel.rank_phases import grad_share
+from costmodel.rank_memory import _kept_logit_bytes, p2p_buffer_bytes, rank_allocated_bytes
+from costmodel.rank_phases import grad_share, nosync_chunks, peak_phase
+from costmodel.ranks import RankSums
 from costmodel.specs import NormLayer, ParallelConfig
 from costmodel.step import estimate_step
 from costmodel.table import build_cost_table
@@ -81,28 +83,35 @@ def test_interleaved_forward_meets_the_gradients_of_chunks_that_ran_a_backward()
     assert grad_share(_cfg(pp=2), sums, 1) == 1.0
 
 
-@pytest.mark.parametrize(("make", "hf"), [(lambda: torch.nn.RMSNorm(64, eps=1e-5), False), (None, True)])
-def test_final_rmsnorm_keeps_what_autograd_saves(make: object, hf: bool) -> None:
-    """Saved-tensor hooks on the eager norm in bf16, against ``norm_cost``'s activations (the fp32
-    statistics, 4 B per token, are left out: 1/16 of an element per token at h 64)."""
-    if hf:
-        from transformers.models.llama.modeling_llama import LlamaRMSNorm
+def test_no_sync_backwards_keep_a_chunk_gathered_from_its_first_backward_to_its_last() -> None:
+    sums = SimpleNamespace(chunk_params=(1.0, 3.0))
+    two = _cfg(pp=2, vpp=2, schedule="interleaved-1f1b", global_batch=2)  # two micro-batches
+    assert nosync_chunks(two, sums, 0) == (0.0, 0.0, False)  # nothing gathered before the first backward
+    assert nosync_chunks(two, sums, 1) == (0.75, 0.0, True)  # the last chunk, micro-batch 0 run
+    assert nosync_chunks(two, sums, 2) == (0.0, 0.75, False)  # its last micro-batch reduced and resharded it
+    four = _cfg(pp=2, vpp=2, schedule="interleaved-1f1b", global_batch=4)
+    assert nosync_chunks(four, sums, 3) == (1.0, 0.0, True)  # both chunks, none at its last micro-batch
+    assert nosync_chunks(_cfg(pp=2, global_batch=4), sums, 1) == (1.0, 0.0, True)  # one chunk: after its first
 
-        module = LlamaRMSNorm(64)
-    else:
-        module = make()  # type: ignore[operator]
-    module = module.to(torch.bfloat16)
-    x = torch.randn(2, 128, 64, dtype=torch.bfloat16, requires_grad=True)
-    saved: dict[int, int] = {}
 
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        saved[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-        return t
+def test_a_zero3_chunk_gathered_only_between_its_first_and_last_backward() -> None:
+    """The native runtime's interleaved ZeRO 3 first rank with as many micro-batches as stages (pp 2,
+    v 2, two micro-batches): a chunk's last backward reshards it before the other chunk's first, so
+    no phase holds both chunks gathered (6 B per parameter of the rank), and one phase a chunk or the
+    running units (4 B of the largest layer)."""
+    cfg = _cfg(pp=2, vpp=2, schedule="interleaved-1f1b", zero=3, global_batch=2, seq_len=256)
+    sums = estimate_step(TABLE, cfg).ranks
+    first = sums.types[sums.first_rank.index(0)]
+    buffers = rank_allocated_bytes(TABLE, cfg, first, 0)["buffers"]
+    assert 4 * first.largest_layer_params <= buffers < 6 * first.params
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        module(x)
-    terms = engine_terms(_cfg(pp=1))
-    local = LocalConfig(micro_batch=2, seq_len=128, tp=1, cp=1, ep=1, sp=False, recompute="none", flash=True, zero3_group=1, terms=terms)
-    act = norm_cost(NormLayer(hidden_size=64, norm="rmsnorm"), local, CLUSTER, transformers_norm=hf).act_bytes
-    assert act == pytest.approx(sum(saved.values()), rel=0.05)
-    assert act < sum(saved.values())
+
+def test_a_gpipe_last_stage_holds_one_loss_fewer_beside_the_next_loss_backward() -> None:
+    """B of ``peak_phase`` (the end of the first backward, the next micro-batch's loss transient
+    beside it) takes the held losses of one micro-batch fewer than A (``losses``)."""
+    sums = RankSums(fwd_s=0.0, bwd_s=0.0, recompute_s=0.0, exposed_s=0.0, hidden_s=0.0, act_bytes=2.0, params=100.0,
+                    expert_params=0.0, links={}, work_bytes=36.0, largest_layer_params=100.0, boundary_bytes=0.0)
+    cfg = _cfg(pp=2, schedule="gpipe", global_batch=2)
+    both = peak_phase(cfg, sums, 2.0, 4.0, 50.0, losses=(12.0, 0.0))
+    assert both.acts == 4.0 - 2.0 + 36.0  # B: the first micro-batch freed, the next loss, no other loss held
+    assert peak_phase(cfg, sums, 2.0, 4.0, 50.0, losses=(12.0, 12.0)).acts == both.acts + 12.0
