@@ -28,7 +28,7 @@ def test_load_plan_refuses_unknown_schema_versions(plan_of, tmp_path: Path) -> N
 
 
 def test_plan_methods(plan_of) -> None:
-    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096, recompute="full")
+    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=2048, recompute="full")
     assert isinstance(planner.export(plan, "megatron").argv(), list) and isinstance(dict(planner.export(plan, "megatron").groups), dict)
     assert isinstance(planner.export(plan, "torchtitan"), TorchtitanExport) and isinstance(planner.export(plan, "deepspeed"), DeepSpeedExport)
     assert planner.report(plan).startswith("# meshplan report") and planner.report(plan, "html").startswith("<!DOCTYPE html>")
@@ -38,7 +38,7 @@ def test_plan_methods(plan_of) -> None:
 def test_a_tampered_in_memory_plan_is_refused_never_exported(plan_of, target: str) -> None:
     from planner.outputs.export import export, render
 
-    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=4096, recompute="full")
+    plan = plan_of(tp=1, pp=2, dp=8, zero=0, global_batch=64, seq_len=2048, recompute="full")
     export(plan, target)  # the plan as written exports to every target
     more_gpus = plan.model_copy(update={"mesh": plan.mesh.model_copy(update={"dp": 16})})
     first, second = plan.stages

@@ -33,7 +33,7 @@ def test_json_format_on_stdout_is_one_object(plan_of, tmp_plan) -> None:
 
 
 def test_torchtitan_registry_and_deepspeed_json(plan_of, tmp_plan) -> None:
-    path = tmp_plan(plan_of(tp=1, pp=2, dp=8, zero=0, recompute="full", global_batch=64, seq_len=4096))
+    path = tmp_plan(plan_of(tp=1, pp=2, dp=8, zero=0, recompute="full", global_batch=64, seq_len=2048))
     registry = meshplan("export", path, "--to", "torchtitan")
     ast.parse(registry.stdout)  # a Python module (torchtitan 0.3.0's config registry)
     assert "    config.parallelism.pipeline_parallel_degree = 2\n" in registry.stdout
