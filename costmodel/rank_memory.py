@@ -332,7 +332,7 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
         return 0.0
     if _keeps_gathered(cfg, terms):  # the last backward's fp32 reduce-scatter input beside the accumulators
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
+    if _reduces_unit_by_unit(cfg, terms):
         return FSDP2_LOW_ZERO_UNIT_BYTES * t.largest_layer_params  # the unit's fp32 reduce-scatter input
     unit = FSDP2_UNIT_BYTES if terms.fp32_sharded_params else 2 * cfg.param_bytes
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
@@ -351,11 +351,21 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
         return 0.0, 0.0, 0.0
-    if (terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)) and not terms.pp_unsharded_grads:
+    if _reduces_unit_by_unit(cfg, terms):
         return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
     if terms.fp32_sharded_params and cfg.zero == 3:
         return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
     return 0.0, 0.0, 0.0
+
+
+def _reduces_unit_by_unit(cfg: ParallelConfig, terms: EngineTerms) -> bool:
+    """Whether each unit's backward issues FSDP2's ``foreach_reduce`` with its fp32 reduce-scatter
+    input (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`) while the parameters stay gathered: ZeRO 1-2 as FSDP2,
+    ZeRO 0 as HSDP with one shard (:func:`_hsdp_zero0`) or a one-micro-batch pipeline stage
+    (:func:`_pp_zero0_reduces`), unless no-sync backwards accumulate whole gradients
+    (``EngineTerms.pp_unsharded_grads``)."""
+    reduces = terms.fsdp2_low_zero or _hsdp_zero0(cfg, terms) or _pp_zero0_reduces(cfg, terms)
+    return reduces and not terms.pp_unsharded_grads
 
 
 def _hsdp_zero0(cfg: ParallelConfig, terms: EngineTerms) -> bool:
