@@ -264,33 +264,60 @@ def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: Engin
     return 0.0, 6 * table_elems
 
 
-def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float]:
-    """(retained, freed) bytes at the end of a backward where FSDP2 runs HSDP without pipelining
-    (``EngineTerms.hsdp_backward_end``), beside the gradients and out of the parameters:
+def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float, float, float]:
+    """(retained, freed, retained and freed per parameter back-propagated) bytes of a backward where FSDP2 runs
+    HSDP without pipelining (``EngineTerms.hsdp_backward_end``), beside the gradients and out of the
+    parameters:
 
     - retained: each unit's fp32 reduce output, kept until the backward ends when it is added into
-      gradients an earlier micro-batch left, as many bytes as the sharded gradients but the running
-      unit's (priced as the largest layer, whose transient the phase holds). Measured with
-      torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches of 1): four
-      102.75 KiB fp32 reduce outputs, one per block, beside the gradients at the first block's backward;
-    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one, which
-      ``post_backward`` reshards, less that unit's gathered and prefetched parameters and its bf16
-      gradient (:data:`FSDP2_UNIT_BYTES` of the largest layer but the fp32 reduce-scatter input, which
-      ZeRO 0-2 price as the unit's buffer, :func:`_unit_bytes`; measured with torch's tracker on the
+      gradients an earlier micro-batch left (none with one micro-batch), as many bytes as the sharded
+      gradients but the running unit's (priced as the largest layer, whose transient the phase
+      holds). Measured with torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8
+      micro-batches of 1): four 102.75 KiB fp32 reduce outputs, one per block, beside the gradients
+      at the first block's backward;
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one at the
+      end, which ``post_backward`` reshards (``reshard_after_backward`` is True by default: torch
+      2.13 ``FSDPParamGroup.post_backward`` calls ``self.reshard()``), less that unit's gathered and
+      prefetched parameters and its bf16 gradient (:data:`FSDP2_UNIT_BYTES` but the fp32
+      reduce-scatter input, which ZeRO 0-2 price as the unit's buffer, :func:`_unit_bytes`, of the
+      unit back-propagated last, :func:`_last_unit_params`; measured with torch's tracker on the
       differential sweep's custom model, tp 4, ZeRO 0, 8 micro-batches, d0001: 2.0 KiB of gathered
-      parameters at the end of the backward, +12.2 % with the reduce-scatter input netted twice).
+      parameters, the embedding's, at the end of the backward, +12.2 % with the reduce-scatter input
+      netted twice);
+    - per parameter back-propagated, at each moment of the layer-by-layer end
+      (``costmodel.rank_phases.layer_by_layer_end``): the reduce output of every unit done (the
+      running one is not among them; measured with torch's tracker on the sweep's Llama, one GPU,
+      ZeRO 2, two micro-batches, d0161: 124.9 KiB of fp32 reduce outputs, 4 B times the 31,968
+      parameters done, inside the last block's second backward, where the end's total scaled by the
+      share done priced 99.3) and the ``param_bytes`` of its gathered parameters, freed with one
+      micro-batch as with several: measured with torch's tracker on the differential sweep's
+      custom model at dp 4, ZeRO 0, one micro-batch (d0171): 24.7 KiB of gathered bf16 parameters (the
+      running block's and the embedding's) of 82.9 at the peak, inside the first block's backward,
+      where every one priced held was +10.2 %.
 
-    Both or neither: where the freed parameters outweigh the reduce outputs (ZeRO 1-2 over four or
-    more shards) the end of the backward holds less than priced without them, and is left so (an
-    over-estimate of that phase; pricing it would let the peak phase change with the micro-batch at a
-    fixed count of micro-batches, ``tests/costmodel/test_memory_invariants.py``)."""
-    if not terms.hsdp_backward_end or cfg.num_microbatches == 1:
-        return 0.0, 0.0
-    own = sharded_grads * t.largest_layer_params / t.params if t.params else 0.0  # the running unit's: not yet reduced
-    retained = sharded_grads - own
+    Under pipelining the runtime reduces and reshards in a stage's last backward only (its memory
+    check as ``PipelineStage`` sets FSDP2: ``planner.runtime.memcheck.step._sync``), so with one
+    micro-batch, its only backward, the same parameters are freed (one chunk a rank: the layer-by-layer
+    end, ``costmodel.rank_phases.layer_by_layer_end``) (measured on the sweep's Mixtral,
+    pp 2, dp 2, ZeRO 2, d0193: 163.1 of the last stage's 225.6 KiB of bf16 parameters gathered at
+    its peak, inside its second block's backward; +12.4 % with all of them priced held)."""
+    if not (terms.hsdp_backward_end or (terms.engine == "native" and cfg.num_microbatches == 1 and cfg.vpp == 1)) or not t.params:
+        return 0.0, 0.0, 0.0, 0.0
+    own = sharded_grads * t.largest_layer_params / t.params  # the running unit's: not yet reduced
+    retained, rate = (sharded_grads - own, sharded_grads / t.params) if cfg.num_microbatches > 1 else (0.0, 0.0)
+    if cfg.zero == 3:
+        return retained, 0.0, rate, 0.0
     kept = FSDP2_UNIT_BYTES - FSDP2_LOW_ZERO_UNIT_BYTES  # the reduce-scatter input is the unit's buffer (_unit_bytes)
-    freed = max(0.0, t.params * cfg.param_bytes - kept * t.largest_layer_params) if cfg.zero < 3 else 0.0
-    return (retained, freed) if retained > freed else (0.0, 0.0)
+    return retained, max(0.0, t.params * cfg.param_bytes - kept * _last_unit_params(t)), rate, float(cfg.param_bytes)
+
+
+def _last_unit_params(t: RankSums) -> float:
+    """Parameters of the layer a chunk's backward runs last, its first (the embedding on a first
+    stage): the last point of :attr:`RankSums.backward_curve` (its parameters done and its own sum
+    to the rank's), which every hull keeps; the largest layer's where there is no curve."""
+    if not t.backward_curve:
+        return t.largest_layer_params
+    return max(t.backward_curve, key=lambda point: point[1])[2]
 
 
 def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:

@@ -53,7 +53,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
-                backward_end: tuple[float, float] = (0.0, 0.0), unit: float = 0.0, apart: bool = False,
+                backward_end: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0), unit: float = 0.0, apart: bool = False,
                 sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
                 logits: float = 0.0, nosync: tuple[float, float] | None = None,
                 losses: tuple[float, float] = (0.0, 0.0)) -> Phase:
@@ -124,7 +124,8 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     the first's loss beside it, +24.5 %); :func:`layer_by_layer_end`'s moments keep A's.
 
     B also holds ``backward_end``'s retained reduce outputs (as communication buffers), and no longer its
-    freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; retained >= freed).
+    freed gathered parameters (``costmodel.rank_memory._backward_end_bytes``; layer by layer, those of
+    the layers back-propagated).
 
     The transients do not meet: B counts the largest of them, the embedding's gradient (a gradient,
     booked as one, and returned on its own for the allocator's slack) where it is the largest. So B's
@@ -156,7 +157,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     # the layer back-propagating holds its stored activations and, without recompute, its backward's transient beside them
     last = max(work, t.largest_layer_act_bytes + (t.body_work_bytes if cfg.recompute == "none" else 0.0))
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
-    retained, freed = backward_end
+    retained, freed, *_ = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
     sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
@@ -184,7 +185,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
-def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float],
+def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float, float, float],
                        units: tuple[tuple[float, float, float], float], next_loss: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
@@ -193,7 +194,11 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     reduce outputs) of the layers already back-propagated, and its end (every gradient, the
     embedding's last one, and a GPipe stage's next loss ``next_loss``), and, where another backward
     follows (``bases[1]`` not None), the same moments of that one beside every gradient. ``bases``:
-    the other in-flight micro-batches' activations at each (the first also the stage output sent). ``units``: ((bytes per parameter of the running layer, of the next
+    the other in-flight micro-batches' activations at each (the first also the stage output sent).
+    ``backward_end``: the retained reduce outputs and freed parameters at the end, and the bytes of
+    each per parameter back-propagated at a layer's moment (``costmodel.rank_memory._backward_end_bytes``),
+    so a moment may hold less per parameter done than before it (ZeRO 1-2 over four shards: 1 B of
+    gradient for 2 of bf16 parameters freed). ``units``: ((bytes per parameter of the running layer, of the next
     one, of the one back-propagated before) while a layer back-propagates, the unit working set at
     the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
@@ -204,16 +209,17 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     GPT-2 (pp 4, cp 2, two micro-batches, selective recompute, case d0198): the first stage peaks
     inside its second backward, one micro-batch's activations and the recomputed block beside the
     first's gradients (168.7 KiB; 168 priced)."""
-    (base, later), retained, freed = bases, *backward_end
+    (base, later), (retained, freed, kept_rate, freed_rate) = bases, backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
     best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
     per_own, per_next, per_before = units[0]
     for acts, done, own, after, before in t.backward_curve:
         f = min(done / t.params, 1.0)
         unit = per_own * own + per_next * after + per_before * before
-        phases = [Phase(base + acts, grads * f, freed * f, 0.0, retained * f, unit)]
+        gone, outputs = freed_rate * done, kept_rate * done  # the gathered parameters and reduce outputs of the layers back-propagated
+        phases = [Phase(base + acts, grads * f, gone, 0.0, outputs, unit)]
         if later is not None:
-            phases.append(Phase(later + acts, grads, freed * f, 0.0, retained * f, unit))  # reduce outputs: those of this backward
+            phases.append(Phase(later + acts, grads, gone, 0.0, outputs, unit))  # reduce outputs: those of this backward
         best = max([best, *phases], key=held_bytes)
     return best
 

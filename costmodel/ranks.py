@@ -207,8 +207,10 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     reduce-scatters each unit's gradients as its backward ends: torch 2.13 ``FSDPParamGroup.post_backward``).
     Each point also names the parameters of the layer, of the next one (prefetched) and of the layer
     back-propagated just before (whose reduce-scatter input is still held). Of the points with the
-    same three, only the upper convex hull of (parameters done, activations)
-    can be the largest of ``acts + c * params_done`` for a ``c >= 0``."""
+    same three, only the upper convex hull of (parameters done, activations) can be the largest of
+    ``acts + g(params_done)`` for a convex piecewise-linear ``g``: the gradients and reduce outputs
+    done, less the gathered parameters freed (``costmodel.rank_phases.layer_by_layer_end``), which can
+    fall with the parameters done."""
     own = np.where(recomputed, np.maximum(acts, works), acts + works)
     held = (np.cumsum(acts) - acts + own)[::-1]
     back = params[::-1]
@@ -221,10 +223,11 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
 
 
 def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The points of ``points`` (sorted by x) that maximise ``y + c x`` for some ``c >= 0`` (monotone chain)."""
+    """The points of ``points`` (sorted by x, then y) that maximise ``y + c x`` for some ``c`` (the
+    upper convex hull, monotone chain)."""
     hull: list[tuple[float, float]] = []
     for d, y in points:
-        while hull and hull[-1][1] <= y:
+        while hull and hull[-1][0] == d:  # the same x, a lower y
             hull.pop()
         while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (y - hull[-2][1]) >= (hull[-1][1] - hull[-2][1]) * (d - hull[-2][0]):
             hull.pop()
