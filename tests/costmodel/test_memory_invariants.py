@@ -7,8 +7,11 @@ configurations and a Hypothesis run, through the cost functions (not the CLI), a
   in-flight activations and the transient), which ``estimate`` reports as the activations, grows;
   the peak's own activations (``activations_at_peak``) may fall when the peak moves to the end of a
   backward (``costmodel.rank_phases.peak_phase``; the BLOOM case below);
-- ZeRO k+1 never holds more model state (parameters + gradients + optimizer states), nor more
-  optimizer state, than ZeRO k;
+- ZeRO k+1 never holds more model state (parameters + gradients + optimizer states, with the
+  gradients not yet produced and the gathered parameters freed by the peak, which the caching
+  allocator keeps reserved: ``allocator_cache``), nor more optimizer state, than ZeRO k (the peak of
+  ZeRO 0-2 can fall where FSDP2 has freed most gathered parameters, ZeRO 3's where it holds every
+  gradient: ``costmodel.rank_memory._backward_end_bytes``);
 - more recomputation never adds memory.
 """
 
@@ -42,6 +45,14 @@ def _ranks(name: str, cfg: ParallelConfig) -> list[dict[str, float]]:
     table = TABLES[name]
     step = estimate_step(table, cfg)
     return [rank_parts(table, cfg, step.ranks.rank(r), r)[0] for r in range(cfg.pp)]
+
+
+def _states(name: str, cfg: ParallelConfig) -> list[tuple[float, float]]:
+    """Each pipeline rank's (model state with the allocator's cache of freed and unproduced state, optimizer states)."""
+    table = TABLES[name]
+    step = estimate_step(table, cfg)
+    parts = [rank_parts(table, cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
+    return [(sum(a[k] for k in STATE) + g["allocator_cache"], a["optimizer_states"]) for a, g in parts]
 
 
 def _forward_end(name: str, cfg: ParallelConfig) -> list[float]:
@@ -91,9 +102,9 @@ def _violations(name: str, cfg: ParallelConfig, prop: int) -> list[str]:
         more = _valid(name, {**cfg.model_dump(), "zero": cfg.zero + 1}) if cfg.zero < 3 else None
         if more is None:
             return []
-        return [f"rank {r}: zero {cfg.zero} -> {cfg.zero + 1}: state {sum(a[k] for k in STATE):.4g} -> {sum(b[k] for k in STATE):.4g} B"
-                for r, (a, b) in enumerate(zip(base, _ranks(name, more)))
-                if sum(b[k] for k in STATE) > sum(a[k] for k in STATE) * (1 + TOL) or b["optimizer_states"] > a["optimizer_states"] * (1 + TOL)]
+        return [f"rank {r}: zero {cfg.zero} -> {cfg.zero + 1}: state {a[0]:.4g} -> {b[0]:.4g} B"
+                for r, (a, b) in enumerate(zip(_states(name, cfg), _states(name, more)))
+                if b[0] > a[0] * (1 + TOL) or b[1] > a[1] * (1 + TOL)]
     if prop == 3:
         bigger = _valid(name, {**cfg.model_dump(), "micro_batch": 2 * cfg.micro_batch})
         if bigger is None:
