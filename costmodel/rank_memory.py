@@ -11,7 +11,7 @@ from costmodel.memory import (
 )
 from costmodel.local import ACT_BYTES
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
-from costmodel.rank_phases import backward_start, first_reduce, held_bytes, peak_phase
+from costmodel.rank_phases import backward_start, first_reduce, held_bytes, last_unit_params, peak_phase
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, HeadLayer, ParallelConfig
 from costmodel.table import CostTable
@@ -272,35 +272,28 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
     - retained: each unit's fp32 reduce output, kept until the backward ends when it is added into
       gradients an earlier micro-batch left (none with one micro-batch), as many bytes as the sharded
       gradients but the running unit's (priced as the largest layer, whose transient the phase
-      holds). Measured with torch's tracker on the differential sweep's Mixtral (tp 2, ZeRO 3, 8
-      micro-batches of 1): four 102.75 KiB fp32 reduce outputs, one per block, beside the gradients
-      at the first block's backward;
-    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the running one at the
-      end, which ``post_backward`` reshards (``reshard_after_backward`` is True by default: torch
-      2.13 ``FSDPParamGroup.post_backward`` calls ``self.reshard()``), less that unit's gathered and
-      prefetched parameters and its bf16 gradient (:data:`FSDP2_UNIT_BYTES` but the fp32
-      reduce-scatter input, which ZeRO 0-2 price as the unit's buffer, :func:`_unit_bytes`, of the
-      unit back-propagated last, :func:`_last_unit_params`; measured with torch's tracker on the
-      differential sweep's custom model, tp 4, ZeRO 0, 8 micro-batches, d0001: 2.0 KiB of gathered
-      parameters, the embedding's, at the end of the backward, +12.2 % with the reduce-scatter input
-      netted twice);
+      holds). Measured with torch's tracker on the sweep's Mixtral (tp 2, ZeRO 3, 8 micro-batches
+      of 1): four 102.75 KiB fp32 reduce outputs, one per block, at the first block's backward;
+    - freed: under ZeRO 0-2, the gathered bf16 parameters of every unit but the one back-propagated
+      last (``costmodel.rank_phases.last_unit_params``), which ``post_backward`` reshards (``reshard_after_backward``
+      is True by default: torch 2.13 ``FSDPParamGroup.post_backward`` calls ``self.reshard()``),
+      less that unit's gathered and prefetched parameters and its bf16 gradient
+      (:data:`FSDP2_UNIT_BYTES` but the fp32 reduce-scatter input, the unit's buffer under ZeRO 0-2,
+      :func:`_unit_bytes`; measured with torch's tracker on the sweep's custom model, tp 4, ZeRO 0,
+      8 micro-batches, d0001: 2.0 KiB of gathered parameters, the embedding's, at the end);
     - per parameter back-propagated, at each moment of the layer-by-layer end
-      (``costmodel.rank_phases.layer_by_layer_end``): the reduce output of every unit done (the
-      running one is not among them; measured with torch's tracker on the sweep's Llama, one GPU,
-      ZeRO 2, two micro-batches, d0161: 124.9 KiB of fp32 reduce outputs, 4 B times the 31,968
-      parameters done, inside the last block's second backward, where the end's total scaled by the
-      share done priced 99.3) and the ``param_bytes`` of its gathered parameters, freed with one
-      micro-batch as with several: measured with torch's tracker on the differential sweep's
-      custom model at dp 4, ZeRO 0, one micro-batch (d0171): 24.7 KiB of gathered bf16 parameters (the
-      running block's and the embedding's) of 82.9 at the peak, inside the first block's backward,
-      where every one priced held was +10.2 %.
+      (``costmodel.rank_phases.layer_by_layer_end``): the reduce output of every unit done (measured
+      on the sweep's Llama, one GPU, ZeRO 2, two micro-batches, d0161: 124.9 KiB of fp32 reduce
+      outputs, 4 B times the 31,968 parameters done, inside the last block's second backward) and
+      the ``param_bytes`` of its gathered parameters, freed with one micro-batch as with several
+      (the sweep's custom model at dp 4, ZeRO 0, one micro-batch, d0171: 24.7 KiB of gathered bf16
+      parameters of 82.9 at the peak, inside the first block's backward; +10.2 % all priced held).
 
     Under pipelining the runtime reduces and reshards in a stage's last backward only (its memory
     check as ``PipelineStage`` sets FSDP2: ``planner.runtime.memcheck.step._sync``), so with one
-    micro-batch, its only backward, the same parameters are freed (one chunk a rank: the layer-by-layer
-    end, ``costmodel.rank_phases.layer_by_layer_end``) (measured on the sweep's Mixtral,
-    pp 2, dp 2, ZeRO 2, d0193: 163.1 of the last stage's 225.6 KiB of bf16 parameters gathered at
-    its peak, inside its second block's backward; +12.4 % with all of them priced held)."""
+    micro-batch, its only backward, the same parameters are freed (one chunk a rank) (measured on the
+    sweep's Mixtral, pp 2, dp 2, ZeRO 2, d0193: 163.1 of the last stage's 225.6 KiB of bf16
+    parameters gathered at its peak, inside its second block's backward; +12.4 % all priced held)."""
     if not (terms.hsdp_backward_end or (terms.engine == "native" and cfg.num_microbatches == 1 and cfg.vpp == 1)) or not t.params:
         return 0.0, 0.0, 0.0, 0.0
     own = sharded_grads * t.largest_layer_params / t.params  # the running unit's: not yet reduced
@@ -308,16 +301,7 @@ def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sh
     if cfg.zero == 3:
         return retained, 0.0, rate, 0.0
     kept = FSDP2_UNIT_BYTES - FSDP2_LOW_ZERO_UNIT_BYTES  # the reduce-scatter input is the unit's buffer (_unit_bytes)
-    return retained, max(0.0, t.params * cfg.param_bytes - kept * _last_unit_params(t)), rate, float(cfg.param_bytes)
-
-
-def _last_unit_params(t: RankSums) -> float:
-    """Parameters of the layer a chunk's backward runs last, its first (the embedding on a first
-    stage): the last point of :attr:`RankSums.backward_curve` (its parameters done and its own sum
-    to the rank's), which every hull keeps; the largest layer's where there is no curve."""
-    if not t.backward_curve:
-        return t.largest_layer_params
-    return max(t.backward_curve, key=lambda point: point[1])[2]
+    return retained, max(0.0, t.params * cfg.param_bytes - kept * last_unit_params(t)), rate, float(cfg.param_bytes)
 
 
 def _keeps_gathered(cfg: ParallelConfig, terms: EngineTerms) -> bool:
@@ -365,11 +349,16 @@ def _unit_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms) -> float:
     return unit * t.largest_layer_params if cfg.zero == 3 else 0.0
 
 
-def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float, float]:
-    """Bytes per parameter of the running layer, of the next one and of the one back-propagated
-    before that FSDP2 holds while a layer back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
-    under ZeRO 0-2 (parameters kept gathered; ZeRO 0: :func:`_hsdp_zero0`) the previous unit's fp32 reduce-scatter input alone
-    (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`); under ZeRO 3 also the layer's gathered bf16 parameters and
+def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> tuple[float, float, float, float]:
+    """Bytes per parameter of the running layer, of the next one, of the one back-propagated before
+    and of the running layer's parameters whose gradient exists at its peak (``costmodel.ranks._peak_grad_params``)
+    that FSDP2 holds while a layer back-propagates (``costmodel.rank_phases.layer_by_layer_end``):
+    under ZeRO 0-2 (parameters kept gathered; ZeRO 0: :func:`_hsdp_zero0`) the previous unit's fp32
+    reduce-scatter input (:data:`FSDP2_LOW_ZERO_UNIT_BYTES`) and the running unit's unsharded bf16
+    gradients, kept until its ``post_backward`` copies them into its own (torch 2.13
+    ``FSDPParamGroup.post_backward``, ``foreach_reduce``): measured with torch's tracker on the sweep's
+    Llama (tp 2, cp 4, ZeRO 2, full recompute, d0000): the MLP's three 2 KiB bf16 weight gradients at
+    the peak, inside the recomputed block's MLP norm backward (-7.6 % without them); under ZeRO 3 also the layer's gathered bf16 parameters and
     unsharded bf16 gradient and the next unit's prefetched parameters (:data:`FSDP2_UNIT_BYTES`'
     parts, 2 + 2, 2). Measured with torch's tracker on the differential sweep's Mixtral (pp 4, ZeRO
     3, full recompute, case d0121): the last stage peaks inside its only block's backward with that
@@ -377,12 +366,12 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     parameter unit beside every gradient priced 23 % over; the real-size oracle's GPT-3 175B (ZeRO 3
     over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
-        return 0.0, 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     if _reduces_unit_by_unit(cfg, terms):
-        return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES)
+        return 0.0, 0.0, float(FSDP2_LOW_ZERO_UNIT_BYTES), float(cfg.param_bytes)
     if terms.fp32_sharded_params and cfg.zero == 3:
-        return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES)
-    return 0.0, 0.0, 0.0
+        return 2.0 * cfg.param_bytes, float(cfg.param_bytes), float(FSDP2_LOW_ZERO_UNIT_BYTES), 0.0
+    return 0.0, 0.0, 0.0, 0.0
 
 
 def _reduces_unit_by_unit(cfg: ParallelConfig, terms: EngineTerms) -> bool:

@@ -54,7 +54,7 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
                 backward_end: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0), unit: float = 0.0, apart: bool = False,
-                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float], float] | None = None,
+                sharded_at_start: bool = True, curve: tuple[tuple[float, float, float, float], float] | None = None,
                 logits: float = 0.0, nosync: tuple[float, float] | None = None,
                 losses: tuple[float, float] = (0.0, 0.0)) -> Phase:
     """The :class:`Phase` at the peak of a rank whose gradients are set to None every step (``EngineTerms.grads_freed_each_step``): the larger of two phases.
@@ -186,7 +186,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
 
 
 def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float, float, float],
-                       units: tuple[tuple[float, float, float], float], next_loss: float = 0.0) -> Phase:
+                       units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
@@ -199,8 +199,8 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     each per parameter back-propagated at a layer's moment (``costmodel.rank_memory._backward_end_bytes``),
     so a moment may hold less per parameter done than before it (ZeRO 1-2 over four shards: 1 B of
     gradient for 2 of bf16 parameters freed). ``units``: ((bytes per parameter of the running layer, of the next
-    one, of the one back-propagated before) while a layer back-propagates, the unit working set at
-    the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
+    one, of the one back-propagated before, of the layer's parameters whose gradient exists at its
+    peak) while a layer back-propagates, the unit working set at the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
     activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
@@ -212,16 +212,25 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     (base, later), (retained, freed, kept_rate, freed_rate) = bases, backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
     best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
-    per_own, per_next, per_before = units[0]
-    for acts, done, own, after, before in t.backward_curve:
+    per_own, per_next, per_before, per_grad = units[0]
+    for acts, done, own, after, before, grad in t.backward_curve:
         f = min(done / t.params, 1.0)
-        unit = per_own * own + per_next * after + per_before * before
+        unit = per_own * own + per_next * after + per_before * before + per_grad * grad
         gone, outputs = freed_rate * done, kept_rate * done  # the gathered parameters and reduce outputs of the layers back-propagated
         phases = [Phase(base + acts, grads * f, gone, 0.0, outputs, unit)]
         if later is not None:
             phases.append(Phase(later + acts, grads, gone, 0.0, outputs, unit))  # reduce outputs: those of this backward
         best = max([best, *phases], key=held_bytes)
     return best
+
+
+def last_unit_params(t: RankSums) -> float:
+    """Parameters of the layer a chunk's backward runs last, its first (the embedding on a first
+    stage): the last point of :attr:`RankSums.backward_curve` (its parameters done and its own sum
+    to the rank's), which every hull keeps; the largest layer's where there is no curve."""
+    if not t.backward_curve:
+        return t.largest_layer_params
+    return max(t.backward_curve, key=lambda point: point[1])[2]
 
 
 def _held_unit(cfg: ParallelConfig, unit: float) -> float:

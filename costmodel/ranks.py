@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.local import LayerCost, LocalConfig
-from costmodel.specs import HeadLayer, ParallelConfig
+from costmodel.specs import HeadLayer, ParallelConfig, TransformerLayer
 from costmodel.table import RECOMPUTE_CODES, CostTable
 
 _SUMMED = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
@@ -197,7 +197,8 @@ def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: 
     return hit
 
 
-def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
+def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray,
+                   peak_grads: np.ndarray | None = None) -> tuple[tuple[float, ...], ...]:
     """The points of a chunk's backward (:attr:`RankSums.backward_curve`) from its layers' stored
     activations, transients, parameters and recompute flags in forward order: at layer ``i``'s
     backward autograd still holds the saved activations of layers ``0..i-1`` and, of the layer
@@ -206,8 +207,9 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     layers ``i+1..`` exist (PyTorch frees a node's saved tensors once its backward has run; FSDP2
     reduce-scatters each unit's gradients as its backward ends: torch 2.13 ``FSDPParamGroup.post_backward``).
     Each point also names the parameters of the layer, of the next one (prefetched) and of the layer
-    back-propagated just before (whose reduce-scatter input is still held). Of the points with the
-    same three, only the upper convex hull of (parameters done, activations) can be the largest of
+    back-propagated just before (whose reduce-scatter input is still held), and ``peak_grads``: the
+    parameters whose gradient the layer's backward has made by its peak (:func:`_peak_grad_params`;
+    its parameters where not given). Of the points with the same four, only the upper convex hull of (parameters done, activations) can be the largest of
     ``acts + g(params_done)`` for a convex piecewise-linear ``g``: the gradients and reduce outputs
     done, less the gathered parameters freed (``costmodel.rank_phases.layer_by_layer_end``), which can
     fall with the parameters done."""
@@ -216,9 +218,11 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     back = params[::-1]
     done = np.concatenate([[0.0], np.cumsum(back)[:-1]])
     nxt = np.concatenate([back[1:], [0.0]])
-    groups: dict[tuple[float, float, float], list[tuple[float, float]]] = {}
+    grads = (params if peak_grads is None else peak_grads)[::-1]
+    groups: dict[tuple[float, float, float, float], list[tuple[float, float]]] = {}
     for k in range(len(back)):
-        groups.setdefault((float(back[k]), float(nxt[k]), float(done[k] and back[k - 1])), []).append((float(done[k]), float(held[k])))
+        key = (float(back[k]), float(nxt[k]), float(done[k] and back[k - 1]), float(grads[k]))
+        groups.setdefault(key, []).append((float(done[k]), float(held[k])))
     return tuple((y, d, *g) for g, points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
 
 
@@ -247,9 +251,23 @@ def _curves(table: CostTable, fold: _Fold, bounds: np.ndarray, keys: tuple[np.nd
     if hit is None:
         act, params, w = matrix[:, _SUMMED.index("act_bytes")], matrix[:, _SUMMED.index("params")], np.array(work)
         recomputed = np.array([RECOMPUTE_CODES[k % 3] != "none" for k in present.tolist()], dtype=bool)
+        peak = _peak_grad_params(table, present, params)
         cols = [inverse[bounds[r]:bounds[r + 1]] for r in fold.first_rank]
-        hit = table.memo[key] = [backward_curve(act[c], w[c], params[c], recomputed[c]) for c in cols]
+        hit = table.memo[key] = [backward_curve(act[c], w[c], params[c], recomputed[c], peak[c]) for c in cols]
     return hit
+
+
+def _peak_grad_params(table: CostTable, present: np.ndarray, params: np.ndarray) -> np.ndarray:
+    """Parameters of each layer key whose gradient exists at the peak of the layer's own backward: all
+    of them but a MoE block's and the head's, whose backwards peak at their first step, before any
+    weight gradient: the experts' weighted combine (``costmodel.activations.moe_combine_backward_bytes``;
+    measured with torch's tracker on the differential sweep's Mixtral, tp 2, pp 4, case d0221: the
+    peak at the combine's ``index_put`` backward beside no gradient) and the loss (the sweep's custom
+    model, pp 4, cp 2, ZeRO 2, case d0229: the last stage's peak at ``_log_softmax_backward_data``,
+    no gradient). A dense block peaks later: measured on the sweep's Llama (tp 2, cp 4, ZeRO 2, full
+    recompute, case d0000), inside its MLP norm's backward beside the MLP's three bf16 weight gradients."""
+    first = [isinstance(g, HeadLayer) or (isinstance(g, TransformerLayer) and g.is_moe) for g in (table.groups[k // 3] for k in present.tolist())]
+    return np.where(np.array(first, dtype=bool), 0.0, params)
 
 
 def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], LocalConfig]) -> Ranks:

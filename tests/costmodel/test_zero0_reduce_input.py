@@ -73,7 +73,7 @@ def test_a_pipeline_stage_with_one_micro_batch_holds_it_as_zero_1_does() -> None
     one = _cfg(pp=2, micro_batch=8)
     assert one.num_microbatches == 1
     assert _unit(one) == FSDP2_LOW_ZERO_UNIT_BYTES * LARGEST == _unit(_cfg(zero=1, pp=2, micro_batch=8))
-    assert _layer_unit_bytes(one, engine_terms(one), _unit(one)) == (0.0, 0.0, FSDP2_LOW_ZERO_UNIT_BYTES)
+    assert _layer_unit_bytes(one, engine_terms(one), _unit(one)) == (0.0, 0.0, FSDP2_LOW_ZERO_UNIT_BYTES, one.param_bytes)
     assert _unit(_cfg(pp=2, micro_batch=8, engine="torchtitan")) == 0.0
 
 
