@@ -63,7 +63,8 @@ class RankSums:
     (``costmodel.rank_phases.grad_share``)."""
     backward_curve: tuple[tuple[float, ...], ...] = ()
     """(activations held, parameters whose backward has run, the layer's parameters, the next
-    layer's, the parameters of the layer back-propagated before) at each layer's backward of the rank's
+    layer's, the parameters of the layer back-propagated before, the layer's parameters whose gradient
+    exists at its peak: :func:`_peak_grad_params`) at each layer's backward of the rank's
     only chunk, in backward order (``vpp == 1``; empty otherwise): the activations of that layer and
     of those before it in the forward with the layer's transient, and the parameters of the layers
     after it, whose gradients exist by then. Only the points that can be the largest for some bytes
