@@ -86,6 +86,7 @@ def test_trtllm_search_prices_the_host_bound_step_as_the_estimate() -> None:
     result = search_serving(ctx.hardware, ctx.shape, workload(ctx), ctx.engine, 1, ServingTargets(disaggregation="off"))
     inst = next(iter(instances(ctx.shape, 1, 8)))
     top = aggregated(ctx.hardware, ctx.shape, inst, 1, workload(ctx), ctx.engine)
-    ests = [aggregated(ctx.hardware, ctx.shape, inst, 1, workload(ctx), ctx.engine, b) for b in batches(top.decode.max_concurrency)]
+    ests = [aggregated(ctx.hardware, ctx.shape, inst, 1, workload(ctx), ctx.engine, b)
+            for b in batches(top.decode.max_concurrency)]
     assert result.ranked[0].per_gpu == pytest.approx(max(e.per_gpu for e in ests), rel=1e-9)
     assert any(e.tpot_s == pytest.approx(e.concurrency * ctx.engine.host_us_per_request * 1e-6) for e in ests)

@@ -34,7 +34,8 @@ def test_trtllm_host_step_reproduces_the_measured_iteration() -> None:
 def test_tensor_parallel_ranks_each_walk_the_whole_batch() -> None:
     """Every TP rank runs the executor loop over all requests; attention DP splits them."""
     engine = DEFAULTS["trtllm"]
-    assert host_step_seconds(engine, Instance(tp=4), 512) == pytest.approx(4 * host_step_seconds(engine, Instance(tp=4, attention_dp=True), 512))
+    split = host_step_seconds(engine, Instance(tp=4, attention_dp=True), 512)
+    assert host_step_seconds(engine, Instance(tp=4), 512) == pytest.approx(4 * split)
 
 
 def test_engines_without_a_published_figure_add_nothing() -> None:
