@@ -103,9 +103,9 @@ TRTLLM_HOST_US_PER_REQUEST = 45.11e3 / 1536
 attention DP over 2 ranks with ``max_batch_size`` 1536 and 3,072 requests in flight (1,536 per
 rank), a configuration the PR names host-bound; 45.11 ms / 1,536 = 29.4 µs per request.
 ``host_step_time`` is the iteration's wall time (``PyExecutor._profiler``: ``time.time()`` around
-the iteration), which is the host's work there: the Python scheduler's extra 0.91 ms of host time
-lengthened the iteration by as much (45.11 -> 46.02 ms), which an overlapped step hides unless
-the host is the longer side (this model prices that GPU step, prefills included, at about 43 ms).
+the iteration), which is the host's work there: swapping in the slower Python scheduler lengthened
+the iteration (45.11 -> 46.02 ms) and cut throughput 1.3 %, which an overlapped step would hide if
+the GPU were the longer side (this model prices that GPU step, prefills included, at about 43 ms).
 Taken as the same on every host CPU and TensorRT-LLM 1.x release, and as all per request (no fixed
 part per step) [assumption]."""
 
