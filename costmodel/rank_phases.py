@@ -177,16 +177,16 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         end = max(end, Phase(0.0, grads, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        later = max(held - 2 * (t.act_bytes + sent), 0.0) + logits if cfg.num_microbatches > 1 else None
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
-        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + logits, later), grads, end_work, backward_end, curve, next_loss)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss, logits)
         end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
 def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float, float, float],
-                       units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0) -> Phase:
+                       units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0, logits: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
@@ -208,18 +208,26 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     beside every gradient and that input priced 99.1 KiB. The next backward, measured on the sweep's
     GPT-2 (pp 4, cp 2, two micro-batches, selective recompute, case d0198): the first stage peaks
     inside its second backward, one micro-batch's activations and the recomputed block beside the
-    first's gradients (168.7 KiB; 168 priced)."""
+    first's gradients (168.7 KiB; 168 priced).
+
+    ``logits``: the last stage's bf16 logits, held beside every moment after the head's backward
+    (``costmodel.rank_memory._kept_logit_bytes``); the head's own moment, the first (no parameter
+    done), counts them already in the loss's transient (``costmodel.layer_other.head_cost``).
+    Measured with torch's tracker on the differential sweep's custom model (pp 2, dp 2, ZeRO 3, one
+    micro-batch, case d0078): the last stage peaks in its loss backward at 170.3 KiB of activations,
+    temporaries and input, the curve's head moment without the kept logits (170.0; 186.0 with them)."""
     (base, later), (retained, freed, kept_rate, freed_rate) = bases, backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
-    best = Phase(base + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
+    best = Phase(base + logits + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
     per_own, per_next, per_before, per_grad = units[0]
     for acts, done, own, after, before, grad in t.backward_curve:
         f = min(done / t.params, 1.0)
         unit = per_own * own + per_next * after + per_before * before + per_grad * grad
         gone, outputs = freed_rate * done, kept_rate * done  # the gathered parameters and reduce outputs of the layers back-propagated
-        phases = [Phase(base + acts, grads * f, gone, 0.0, outputs, unit)]
+        kept = logits if done else 0.0  # the head's moment (the first) holds them in its transient
+        phases = [Phase(base + kept + acts, grads * f, gone, 0.0, outputs, unit)]
         if later is not None:
-            phases.append(Phase(later + acts, grads, gone, 0.0, outputs, unit))  # reduce outputs: those of this backward
+            phases.append(Phase(later + kept + acts, grads, gone, 0.0, outputs, unit))  # reduce outputs: those of this backward
         best = max([best, *phases], key=held_bytes)
     return best
 

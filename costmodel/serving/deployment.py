@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from costmodel.serving.comm import kv_transfer
 from costmodel.serving.engines import EngineDefaults
+from costmodel.serving.host import host_step_seconds, token_seconds
 from costmodel.serving.kvcache import kv_bytes_per_token, max_sequences, sequence_tokens
 from costmodel.serving.memory import GpuMemory, gpu_memory
 from costmodel.serving.shape import ModelShape
@@ -143,12 +144,14 @@ def admission_wait(asked: int | None, running: int, requests_per_s: float) -> fl
 def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: int, work: Workload,
                engine: EngineDefaults, concurrency: int | None = None) -> Estimate:
     """``replicas`` instances, each batching prefill and decode together; ``concurrency`` is the
-    whole deployment's in-flight sequences (None: each instance's largest batch that fits)."""
+    whole deployment's in-flight sequences (None: each instance's largest batch that fits). A step
+    lasts at least the engine's host work for the batch (:mod:`costmodel.serving.host`)."""
     phase = worker_phase(hw, shape, instance, replicas, work, engine)
     batch = _batch(phase.max_concurrency, concurrency, replicas)
     parts = decode_step_parts(hw, shape, instance, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
     pre = prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
-    cycle = work.osl * parts.total + batch * pre
+    cycle = work.osl * token_seconds(work.osl * parts.total + batch * pre, work.osl,
+                                     host_step_seconds(engine, instance, batch))
     rate = replicas * batch * work.osl / cycle
     ttft = prefill_time(hw, shape, instance, work.isl, work.isl, work.precision) + parts.total
     ttft += admission_wait(concurrency, batch * replicas, rate / work.osl)
@@ -186,7 +189,8 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     dec_phase = worker_phase(hw, shape, decode, decode_workers, work, engine)
     batch = _batch(dec_phase.max_concurrency, concurrency, decode_workers)
     parts = decode_step_parts(hw, shape, decode, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
-    decode_rps = decode_workers * batch / (work.osl * parts.total)
+    step = max(parts.total, host_step_seconds(engine, decode, batch))
+    decode_rps = decode_workers * batch / (work.osl * step)
     per_request = prefill_per_request(hw, shape, prefill, work, engine.max_num_tokens, engine)
     prefill_rps = prefill_workers / (per_request + hw.efficiency.request_overhead_us * 1e-6)
     kv = work.isl * kv_bytes_per_token(shape, Instance(), work.kv_element_bytes, work.isl)
@@ -195,7 +199,7 @@ def disaggregated(hw: Hardware, shape: ModelShape, prefill: Instance, prefill_wo
     ttft += prefill_queue_wait(rate, prefill_rps) + admission_wait(concurrency, batch * decode_workers, rate)
     gpus = prefill_workers * prefill.gpus + decode_workers * decode.gpus
     return Estimate(output_tokens_per_s=rate * work.osl, gpus=gpus, ttft_s=ttft,
-                    tpot_s=parts.total, concurrency=batch * decode_workers,
+                    tpot_s=step, concurrency=batch * decode_workers,
                     max_concurrency=dec_phase.max_concurrency * decode_workers,
                     decode=Phase(decode, decode_workers, dec_phase.memory, dec_phase.max_concurrency, batch,
                                  dec_phase.sequence_kv_bytes),

@@ -88,9 +88,26 @@ class EngineDefaults:
     shift, its clear and a compaction)."""
     mxfp4_padding_rocm: tuple[int, int, int, bool] | None = None
     """:attr:`mxfp4_padding` on ROCm where the engine pads differently there (None: the same)."""
+    host_us_per_request: float = 0.0
+    """Host (CPU) microseconds the engine's executor loop spends per request it holds, per step,
+    overlapped with the GPU's step (:mod:`costmodel.serving.host`); 0 where no figure is published."""
     kernel_source: str = ""
     name: str = "vllm"
     """The engine these defaults belong to (its all-reduce choice, ``costmodel.serving.allreduce``)."""
+
+
+TRTLLM_HOST_US_PER_REQUEST = 45.11e3 / 1536
+"""TensorRT-LLM PyTorch backend host time per request per step: NVIDIA/TensorRT-LLM PR 10273
+(re-implementing the capacity and micro-batch schedulers in Python) measured 45.11 ms of average
+``host_step_time`` per iteration with the C++ scheduler, gpt-oss-120b on GB200 at max throughput,
+attention DP over 2 ranks with ``max_batch_size`` 1536 and 3,072 requests in flight (1,536 per
+rank), a configuration the PR names host-bound; 45.11 ms / 1,536 = 29.4 µs per request.
+``host_step_time`` is the iteration's wall time (``PyExecutor._profiler``: ``time.time()`` around
+the iteration), which is the host's work there: swapping in the slower Python scheduler lengthened
+the iteration (45.11 -> 46.02 ms) and cut throughput 1.3 %, which an overlapped step would hide if
+the GPU were the longer side (this model prices that GPU step, prefills included, at about 43 ms).
+Taken as the same on every host CPU and TensorRT-LLM 1.x release, and as all per request (no fixed
+part per step) [assumption]."""
 
 
 DEFAULTS: dict[ServingEngine, EngineDefaults] = {
@@ -133,7 +150,7 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
         kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
         w4_activation="fp8", mxfp4_padding=(128, 128, 256, True), mxfp4_triton_extra_kernels=1,
-        mxfp4_triton_ep_kernels=3,
+        mxfp4_triton_ep_kernels=3, host_us_per_request=TRTLLM_HOST_US_PER_REQUEST,
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."

@@ -19,6 +19,7 @@ from costmodel.serving.deployment import (
     worker_phase,
 )
 from costmodel.serving.engines import EngineDefaults
+from costmodel.serving.host import host_step_seconds, token_seconds
 from costmodel.serving.kvcache import kv_bytes_per_token
 from costmodel.serving.shape import ModelShape
 from costmodel.serving.specs import Instance
@@ -109,8 +110,9 @@ def _aggregated(ctx: _Ctx, inst: Instance, most: int) -> list[Candidate]:
     out = []
     for b, step in _decode_points(ctx, inst, most):
         pre = prefill_per_request(ctx.hw, ctx.shape, inst, work, b, ctx.engine) + eff.request_overhead_us * 1e-6
-        cycle = work.osl * step + b * pre
-        ttft, tpot = ttft_alone + step, cycle / work.osl
+        tpot = token_seconds(work.osl * step + b * pre, work.osl, host_step_seconds(ctx.engine, inst, b))
+        cycle = work.osl * tpot
+        ttft = ttft_alone + step
         out.append(Candidate(decode=inst, decode_workers=replicas, batch=b, gpus=replicas * inst.gpus,
                              per_gpu=b * work.osl / cycle / inst.gpus, ttft_s=ttft, tpot_s=tpot,
                              meets=ctx.targets.met(ttft, tpot)))
@@ -162,7 +164,8 @@ def _disaggregated(ctx: _Ctx, fitting: list[tuple[Instance, int]]) -> list[Candi
     prefill = [(inst, *_prefill_side(ctx, inst)) for inst, _ in fitting if inst.gpus < ctx.gpus]
     out = []
     for dec, most in fitting:
-        for b, step in _decode_points(ctx, dec, most):
+        for b, gpu_step in _decode_points(ctx, dec, most):
+            step = max(gpu_step, host_step_seconds(ctx.engine, dec, b))
             rd = b / (ctx.work.osl * step)
             for pre, ttft, rp in prefill:
                 ctx.priced += 1

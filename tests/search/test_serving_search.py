@@ -77,3 +77,16 @@ def test_moe_space_has_expert_and_attention_dp_variants() -> None:
     assert any(i.ep == i.tp > 1 and i.attention_dp for i in found)
     assert any(i.tp == 16 and i.ep == 16 for i in found)  # wide EP across two nodes
     assert all(i.tp <= 8 or i.attention_dp for i in found)
+
+
+def test_trtllm_search_prices_the_host_bound_step_as_the_estimate() -> None:
+    """TensorRT-LLM's host work per request (``costmodel.serving.host``) bounds a large batch of a
+    small model; the search's best aggregated point equals the estimate's brute-force maximum there."""
+    ctx = context(model="llama3.1-8b", cluster="dgx-b200", gpus=1, isl=1024, osl=1024, precision="fp8", engine="trtllm")
+    result = search_serving(ctx.hardware, ctx.shape, workload(ctx), ctx.engine, 1, ServingTargets(disaggregation="off"))
+    inst = next(iter(instances(ctx.shape, 1, 8)))
+    top = aggregated(ctx.hardware, ctx.shape, inst, 1, workload(ctx), ctx.engine)
+    ests = [aggregated(ctx.hardware, ctx.shape, inst, 1, workload(ctx), ctx.engine, b)
+            for b in batches(top.decode.max_concurrency)]
+    assert result.ranked[0].per_gpu == pytest.approx(max(e.per_gpu for e in ests), rel=1e-9)
+    assert any(e.tpot_s == pytest.approx(e.concurrency * ctx.engine.host_us_per_request * 1e-6) for e in ests)
