@@ -16,14 +16,14 @@ from costmodel.step import local_config
 from costmodel.table import build_cost_table
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
-HEAD, BLOCK = (100.0, 0.0, 10.0, 0.0, 0.0), (60.0, 10.0, 20.0, 0.0, 10.0)
+HEAD, BLOCK = (100.0, 0.0, 10.0, 0.0, 0.0, 0.0), (60.0, 10.0, 20.0, 0.0, 10.0, 20.0)
 """Two moments of a last stage's only backward (held activations, parameters done, own, next,
-before): the head's (its loss transient inside the 100 bytes) and a block's after it."""
+before, own with a gradient at the peak): the head's (its loss transient inside the 100 bytes) and a block's after it."""
 
 
 def _end(logits: float) -> float:
     t = SimpleNamespace(backward_curve=(HEAD, BLOCK), params=30.0)
-    phase = layer_by_layer_end(t, (0.0, None), 0.0, 0.0, (0.0, 0.0), ((0.0, 0.0, 0.0), 0.0), 0.0, logits)  # type: ignore[arg-type]
+    phase = layer_by_layer_end(t, (0.0, None), 0.0, 0.0, (0.0, 0.0, 0.0, 0.0), ((0.0, 0.0, 0.0, 0.0), 0.0), 0.0, logits)  # type: ignore[arg-type]
     return held_bytes(phase)
 
 
