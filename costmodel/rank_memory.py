@@ -358,7 +358,7 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     gradients, kept until its ``post_backward`` copies them into its own (torch 2.13
     ``FSDPParamGroup.post_backward``, ``foreach_reduce``): measured with torch's tracker on the sweep's
     Llama (tp 2, cp 4, ZeRO 2, full recompute, d0000): the MLP's three 2 KiB bf16 weight gradients at
-    the peak, inside the recomputed block's MLP norm backward (-7.6 % without them); under ZeRO 3 also the layer's gathered bf16 parameters and
+    the peak, inside the recomputed block's MLP norm backward (-5.3 % without them); under ZeRO 3 also the layer's gathered bf16 parameters and
     unsharded bf16 gradient and the next unit's prefetched parameters (:data:`FSDP2_UNIT_BYTES`'
     parts, 2 + 2, 2). Measured with torch's tracker on the differential sweep's Mixtral (pp 4, ZeRO
     3, full recompute, case d0121): the last stage peaks inside its only block's backward with that

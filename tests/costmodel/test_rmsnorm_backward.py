@@ -26,7 +26,7 @@ D0140_TRACKER_KIB = 431.42
 """torch's tracker, the sweep's Llama at tp 2, pp 2 (zb-h1, one micro-batch of 8, sequence 16, no
 recompute, ZeRO 0; case d0140), its first stage: the peak at ``pow``'s backward ``mul`` inside the
 last block's MLP norm backward (-4.8 % priced without the norm's temporaries and the MLP's bf16
-weight gradients)."""
+weight gradients, ``costmodel.rank_memory._layer_unit_bytes``; -2.7 % without the temporaries)."""
 
 
 def _block(hf: bool = True) -> TransformerLayer:
@@ -57,4 +57,4 @@ def test_d0140_is_priced_within_the_band_of_the_tracker(tmp_path: Path) -> None:
                          recompute="none", stage_layers=[3, 4], engine="native")
     ranks = rank_costs(table, cfg, lambda r: local_config(table, cfg, r))
     kib = sum(rank_allocated_bytes(table, cfg, ranks.types[0], 0).values()) / 1024
-    assert -0.03 <= kib / D0140_TRACKER_KIB - 1 <= 0.10
+    assert 0.0 <= kib / D0140_TRACKER_KIB - 1 <= 0.10  # +1.0 %; -2.7 % without the norm's temporaries

@@ -24,7 +24,8 @@ MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "nu
 D0000_TRACKER_KIB = 176.32
 """torch's tracker on the sweep's Llama, tp 2, cp 4, ZeRO 2, full recompute, one micro-batch of 8
 (case d0000): the peak inside a recomputed block's MLP norm backward, beside its MLP's three 2 KiB
-bf16 weight gradients (-7.6 % priced without them)."""
+bf16 weight gradients (-5.3 % priced without them, -7.6 % also without the RMSNorm's backward
+temporaries, ``costmodel.activations.eager_rmsnorm_backward_bytes``)."""
 
 
 def _table(tmp_path: Path, config: dict) -> object:
