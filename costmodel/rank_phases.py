@@ -158,7 +158,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
-    sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
+    sent = t.send_bytes - t.kept_send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts + losses[1], end_grads + extra_grad, freed, extra_grad, retained, unit)
@@ -176,10 +176,13 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         end = max(end, Phase(0.0, grads, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
+        # a backward's stage output stays in fwd_cache through it, also where its last layer, back-propagated
+        # first, counted it (RankSums.kept_send_bytes; measured on the sweep's CNN, pp 4, GPipe, case d0138)
+        kept = t.kept_send_bytes
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) + kept if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
-        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss, logits)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + kept, later), grads, end_work, backward_end, curve, next_loss, logits)
         end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 

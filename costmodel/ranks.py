@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.local import LayerCost, LocalConfig
-from costmodel.specs import HeadLayer, ParallelConfig
+from costmodel.specs import GenericLayer, HeadLayer, ParallelConfig
 from costmodel.table import RECOMPUTE_CODES, CostTable
 
 _SUMMED = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
@@ -53,6 +53,10 @@ class RankSums:
     pipeline's first (each chunk's input: the previous layer's output and any edges spanning the cut)."""
     send_bytes: float = 0.0
     """Activation bytes the rank's chunks send per micro-batch, summed over its chunks but the pipeline's last."""
+    kept_send_bytes: float = 0.0
+    """Of :attr:`send_bytes`, the outputs that the chunk's last layer keeps among its own stored
+    activations (:func:`keeps_output`): ``fwd_cache`` holds the same tensor, counted once
+    (``costmodel.rank_memory._held_act_bytes``)."""
     chunk_act_bytes: tuple[float, ...] = ()
     """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
     interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
@@ -181,20 +185,35 @@ def _cut(table: CostTable, inverse: np.ndarray, start: int) -> tuple[int, float]
 def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
                  act: np.ndarray, present: np.ndarray) -> list[tuple[float, ...]]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
-    layer's stored activations, largest transient but the head's, received bytes, sent bytes) of each
-    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
+    layer's stored activations, largest transient but the head's, received bytes, sent bytes, sent bytes
+    the sending layers keep) of each rank type, memoised per fold, key costs and tokens (the objects live
+    in ``table.memo``)."""
     key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
         body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
+        kept = [o if keeps_output(table, k) else 0.0 for k, o in zip(present.tolist(), out)]
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
              max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
              max((body[j] for j in used), default=0.0),
-             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send))
+             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send),
+             sum(kept[k] for k, _ in send))
             for used, ends, (recv, send) in zip(fold.used, fold.boundaries, fold.cuts)
         ]
     return hit
+
+
+def keeps_output(table: CostTable, key: int) -> bool:
+    """Whether the layers of ``key`` keep their own output among their stored activations: a
+    recomputed traced layer does (``costmodel.layer_other.generic_cost``: its output is the next
+    layer's checkpointed input). Where such a layer ends a chunk, that output is the tensor the chunk
+    sends, which ``PipelineStage`` keeps in ``fwd_cache`` (torch 2.13 pipelining/stage.py): one
+    tensor. Measured with torch's tracker on the differential sweep's CNN (pp 2, GPipe, full
+    recompute, two micro-batches of 4, case d0080): the first stage holds 16 KiB of its two
+    micro-batches' outputs at its peak, where each stage output counted as a layer's and as sent
+    priced 24."""
+    return isinstance(table.groups[key // 3], GenericLayer) and RECOMPUTE_CODES[key % 3] != "none"
 
 
 def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
@@ -267,8 +286,8 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
-                 body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
-                 chunk_params=q, backward_curve=k)
-        for row, (w, p, b, a, bw, i, o), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
+                 body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, kept_send_bytes=ko,
+                 chunk_act_bytes=c, chunk_params=q, backward_curve=k)
+        for row, (w, p, b, a, bw, i, o, ko), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
