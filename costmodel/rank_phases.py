@@ -44,12 +44,15 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
     the block's moment). Measured with torch's tracker on the
     differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
     backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
-    backward (the unit gathered, the loss freed), where both at once priced 391.0."""
+    backward (the unit gathered, the loss freed), where both at once priced 391.0. A recomputed
+    layer's transient holds its stored activations again, which ``held`` already counts: the
+    transients come net of them (:attr:`RankSums.work_stored_bytes`, ``costmodel.ranks.stored_in_work``)."""
+    work, body = t.work_bytes - t.work_stored_bytes[0], t.body_work_bytes - t.work_stored_bytes[1]
     if unit is None:
-        return Phase(held + t.work_bytes, grads, unit=held_unit)
-    if t.work_bytes >= t.body_work_bytes + unit:
-        return Phase(held + t.work_bytes, grads)
-    return Phase(held + t.body_work_bytes, grads, unit=unit)
+        return Phase(held + work, grads, unit=held_unit)
+    if work >= body + unit:
+        return Phase(held + work, grads)
+    return Phase(held + body, grads, unit=unit)
 
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
@@ -176,7 +179,8 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         end = max(end, Phase(0.0, grads, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        later = max(held - 2 * (t.act_bytes + sent), 0.0) + logits if cfg.num_microbatches > 1 else None
+        # the next backward's own stage output stays held through it, as ``logits`` on the last stage
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) + sent + logits if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
         end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + logits, later), grads, end_work, backward_end, curve, next_loss)

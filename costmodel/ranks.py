@@ -68,6 +68,11 @@ class RankSums:
     of those before it in the forward with the layer's transient, and the parameters of the layers
     after it, whose gradients exist by then. Only the points that can be the largest for some bytes
     per parameter of gradient (:func:`backward_curve`): ``costmodel.rank_phases.layer_by_layer_end``."""
+    work_stored_bytes: tuple[float, float] = (0.0, 0.0)
+    """How much of :attr:`work_bytes` and of :attr:`body_work_bytes` a layer's own stored activations
+    already hold where its transient is that of a recomputed layer (:func:`stored_in_work`): what a
+    backward's start adds to the in-flight activations is the transient less this
+    (``costmodel.rank_phases.backward_start``). (0, 0) but in the native runtime."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -179,22 +184,49 @@ def _cut(table: CostTable, inverse: np.ndarray, start: int) -> tuple[int, float]
 
 
 def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
-                 act: np.ndarray, present: np.ndarray) -> list[tuple[float, ...]]:
+                 act: np.ndarray, present: np.ndarray, native: bool) -> list[tuple]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
-    layer's stored activations, largest transient but the head's, received bytes, sent bytes) of each
-    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
-    key = ("extras", id(fold), id(work), tokens)
+    layer's stored activations, largest transient but the head's, received bytes, sent bytes,
+    :attr:`RankSums.work_stored_bytes` where ``native``) of each rank type, memoised per fold, key
+    costs and tokens (the objects live in ``table.memo``)."""
+    key = ("extras", id(fold), id(work), tokens, native)
     hit = table.memo.get(key)
     if hit is None:
-        body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
+        keys = present.tolist()
+        body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(keys, work)]
+        recomputed = [native and RECOMPUTE_CODES[k % 3] != "none" for k in keys]
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
              max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
              max((body[j] for j in used), default=0.0),
-             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send))
+             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send),
+             (stored_in_work([work[j] for j in used], [float(act[j]) for j in used], [recomputed[j] for j in used]),
+              stored_in_work([body[j] for j in used], [float(act[j]) for j in used], [recomputed[j] for j in used])))
             for used, ends, (recv, send) in zip(fold.used, fold.boundaries, fold.cuts)
         ]
     return hit
+
+
+def stored_in_work(works: list[float], acts: list[float], recomputed: list[bool]) -> float:
+    """How much of the largest of the layers' transients ``works`` their own stored activations
+    ``acts`` already hold: the largest transient less the largest of what each layer's backward adds
+    to the activations held (a recomputed layer's transient less its stored activations, which its
+    recomputation holds again, as :func:`backward_curve`'s ``max(acts, works)``; another's whole).
+
+    A recomputed layer's transient (``costmodel.activations.block_activation_bytes``: the recomputed
+    block's activations and its backward's) includes what its forward stored: ``torch.utils.checkpoint``'s
+    non-reentrant recomputation runs on the saved input, and under op-level selective checkpointing
+    ``_CachedTorchDispatchMode`` hands the recomputation the very tensors ``_CachingTorchDispatchMode``
+    cached in the forward, popping them from its storage, so no tensor is held twice (torch 2.13
+    ``torch/utils/checkpoint.py``). Measured with torch's tracker on the differential sweep's custom
+    model (pp 4, cp 2, ZeRO 0, one micro-batch, case d0218): the second stage, one selectively
+    recomputed block, peaks in its attention backward with 13.0 KiB of forward activations (4.0 of
+    them the stage output) and 58.6 of temporaries, 71.6 KiB, where the block's 25 KiB of stored
+    activations beside its 65 KiB transient priced 94.0."""
+    if not works:
+        return 0.0
+    beyond = max(max(w - a, 0.0) if r else w for w, a, r in zip(works, acts, recomputed))
+    return max(works) - beyond
 
 
 def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
@@ -259,16 +291,16 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     sums = (fold.counts @ matrix).tolist()
     n = len(_SUMMED)
     act = matrix[:, _SUMMED.index("act_bytes")]
-    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present)
+    native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
+    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present, native)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
-    native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
     curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
                  body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
-                 chunk_params=q, backward_curve=k)
-        for row, (w, p, b, a, bw, i, o), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
+                 chunk_params=q, backward_curve=k, work_stored_bytes=ws)
+        for row, (w, p, b, a, bw, i, o, ws), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)
