@@ -72,7 +72,7 @@ class RankSums:
     """How much of :attr:`work_bytes` and of :attr:`body_work_bytes` a layer's own stored activations
     already hold where its transient is that of a recomputed layer (:func:`stored_in_work`): what a
     backward's start adds to the in-flight activations is the transient less this
-    (``costmodel.rank_phases.backward_start``). (0, 0) but in the native runtime."""
+    (``costmodel.rank_phases.backward_start``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -134,14 +134,15 @@ def _row(cost: LayerCost) -> list[float]:
 
 
 def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], LocalConfig]) -> tuple:
-    """(summed-field matrix, work, params, out bytes) of each present key, memoised in the table."""
+    """(summed-field matrix, work, params, out bytes, work's stored bytes) of each present key, memoised in the table."""
     codes = sorted({RECOMPUTE_CODES[k % 3] for k in present.tolist()})
     views = {code: local(code) for code in codes}
     memo_key = (present.tobytes(), tuple(views[c] for c in codes))
     hit = table.memo.get(memo_key)
     if hit is None:
         costs = [table.cost(k // 3, views[RECOMPUTE_CODES[k % 3]]) for k in present.tolist()]
-        hit = (np.array([_row(c) for c in costs]), [c.work_bytes for c in costs], [c.params for c in costs], [c.out_bytes for c in costs])
+        hit = (np.array([_row(c) for c in costs]), [c.work_bytes for c in costs], [c.params for c in costs], [c.out_bytes for c in costs],
+               [c.work_stored_bytes for c in costs])
         table.memo[memo_key] = hit
     return hit
 
@@ -183,50 +184,42 @@ def _cut(table: CostTable, inverse: np.ndarray, start: int) -> tuple[int, float]
     return int(inverse[start - 1]), float(table.cut_extra_bytes_per_token[start - 1])
 
 
-def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
-                 act: np.ndarray, present: np.ndarray, native: bool) -> list[tuple]:
+def _type_extras(table: CostTable, fold: _Fold, works: tuple[list, list], largest: list, out: list, tokens: float,
+                 act: np.ndarray, present: np.ndarray) -> list[tuple]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
     layer's stored activations, largest transient but the head's, received bytes, sent bytes,
-    :attr:`RankSums.work_stored_bytes` where ``native``) of each rank type, memoised per fold, key
-    costs and tokens (the objects live in ``table.memo``)."""
-    key = ("extras", id(fold), id(work), tokens, native)
+    :attr:`RankSums.work_stored_bytes`) of each rank type from the keys' transients and the stored
+    bytes each holds again (``works``), memoised per fold, key costs and tokens (the objects live in
+    ``table.memo``)."""
+    work, again = works
+    key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
-        keys = present.tolist()
-        body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(keys, work)]
-        recomputed = [native and RECOMPUTE_CODES[k % 3] != "none" for k in keys]
+        body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
              max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
              max((body[j] for j in used), default=0.0),
              sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send),
-             (stored_in_work([work[j] for j in used], [float(act[j]) for j in used], [recomputed[j] for j in used]),
-              stored_in_work([body[j] for j in used], [float(act[j]) for j in used], [recomputed[j] for j in used])))
+             (stored_in_work([work[j] for j in used], [again[j] for j in used]), stored_in_work([body[j] for j in used], [again[j] for j in used])))
             for used, ends, (recv, send) in zip(fold.used, fold.boundaries, fold.cuts)
         ]
     return hit
 
 
-def stored_in_work(works: list[float], acts: list[float], recomputed: list[bool]) -> float:
+def stored_in_work(works: list[float], again: list[float]) -> float:
     """How much of the largest of the layers' transients ``works`` their own stored activations
-    ``acts`` already hold: the largest transient less the largest of what each layer's backward adds
-    to the activations held (a recomputed layer's transient less its stored activations, which its
-    recomputation holds again, as :func:`backward_curve`'s ``max(acts, works)``; another's whole).
-
-    A recomputed layer's transient (``costmodel.activations.block_activation_bytes``: the recomputed
-    block's activations and its backward's) includes what its forward stored: ``torch.utils.checkpoint``'s
-    non-reentrant recomputation runs on the saved input, and under op-level selective checkpointing
-    ``_CachedTorchDispatchMode`` hands the recomputation the very tensors ``_CachingTorchDispatchMode``
-    cached in the forward, popping them from its storage, so no tensor is held twice (torch 2.13
-    ``torch/utils/checkpoint.py``). Measured with torch's tracker on the differential sweep's custom
-    model (pp 4, cp 2, ZeRO 0, one micro-batch, case d0218): the second stage, one selectively
-    recomputed block, peaks in its attention backward with 13.0 KiB of forward activations (4.0 of
-    them the stage output) and 58.6 of temporaries, 71.6 KiB, where the block's 25 KiB of stored
-    activations beside its 65 KiB transient priced 94.0."""
+    already hold: the largest transient less the largest of what each layer's backward adds to the
+    activations held, its transient less the stored bytes it holds again (``again``:
+    ``LayerCost.work_stored_bytes``, a recomputed layer's stored tensors its recomputation reuses,
+    ``costmodel.activations.recomputed_stored_bytes``). Measured with torch's tracker on the
+    differential sweep's custom model (pp 4, cp 2, ZeRO 0, one micro-batch, case d0218): the second
+    stage, one selectively recomputed block, peaks in its attention backward with 13.0 KiB of forward
+    activations (4.0 of them the stage output) and 58.6 of temporaries, 71.6 KiB, where the block's
+    25 KiB of stored activations beside its 65 KiB transient priced 94.0."""
     if not works:
         return 0.0
-    beyond = max(max(w - a, 0.0) if r else w for w, a, r in zip(works, acts, recomputed))
-    return max(works) - beyond
+    return max(works) - max(max(w - a, 0.0) for w, a in zip(works, again))
 
 
 def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray) -> tuple[tuple[float, ...], ...]:
@@ -285,17 +278,17 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     """Per-rank-type sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
     present, inverse, cum = table.key_prefix(signature, lambda: layer_keys(table, cfg))
-    matrix, work, largest, out = _key_costs(table, present, local)
+    matrix, work, largest, out, again = _key_costs(table, present, local)
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
     fold = _fold(table, signature, sizes, cfg.pp, cfg.vpp, inverse, cum)
     sums = (fold.counts @ matrix).tolist()
     n = len(_SUMMED)
     act = matrix[:, _SUMMED.index("act_bytes")]
-    native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
-    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present, native)
+    extras = _type_extras(table, fold, (work, again), largest, out, local("none").tokens, act, present)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
+    native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
     curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,

@@ -21,14 +21,14 @@ B, S = 8, 16
 
 
 def test_the_largest_net_transient_decides() -> None:
-    """The largest transient less the largest of each layer's own addition: a recomputed layer's net
-    of its stored activations (never below 0), another's whole."""
-    assert stored_in_work([90.0], [25.0], [True]) == 25.0  # one recomputed block: its stored part
-    assert stored_in_work([90.0], [25.0], [False]) == 0.0  # not recomputed: its transient comes on top
-    assert stored_in_work([100.0, 90.0], [0.0, 25.0], [False, True]) == 0.0  # the loss's, larger than the block's net 65
-    assert stored_in_work([70.0, 90.0], [0.0, 25.0], [False, True]) == 20.0  # the block's 65 net beside a loss of 70: 70 is added
-    assert stored_in_work([10.0], [25.0], [True]) == 10.0  # a transient under the stored activations adds nothing
-    assert stored_in_work([], [], []) == 0.0
+    """The largest transient less the largest of each layer's own addition: its transient net of the
+    stored bytes it holds again (never below 0)."""
+    assert stored_in_work([90.0], [25.0]) == 25.0  # one recomputed block: its stored part
+    assert stored_in_work([90.0], [0.0]) == 0.0  # nothing held again: the transient comes on top
+    assert stored_in_work([100.0, 90.0], [0.0, 25.0]) == 0.0  # the loss's, larger than the block's net 65
+    assert stored_in_work([70.0, 90.0], [0.0, 25.0]) == 20.0  # the block's 65 net beside a loss of 70: 70 is added
+    assert stored_in_work([10.0], [25.0]) == 10.0  # a transient under the stored activations adds nothing
+    assert stored_in_work([], []) == 0.0
 
 
 def _tracked_selective_block() -> float:
@@ -91,3 +91,15 @@ def test_other_engines_keep_the_whole_transient_on_top() -> None:
                          engine="torchtitan")
     t = rank_costs(table, cfg, lambda mode: local_config(table, cfg, mode)).rank(1)
     assert t.work_stored_bytes == (0.0, 0.0)
+
+
+def test_a_fully_recomputed_generic_layer_adds_its_whole_transient() -> None:
+    """The differential's CNN at tp 4, pp 2, full recompute (case d0092): a block's stored output is the
+    next block's checkpointed input, and its recomputation rebuilds its own; its first stage peaks at a
+    recomputed block's last ReLU with the 48.1 KiB transient beside every stored output."""
+    from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
+
+    table = build_cost_table(resolve_model_arg(f"{RUNTIME_TESTS / 'cnn_model.py'}:build"), resolve_cluster_arg("dgx-a100"))
+    cfg = ParallelConfig(tp=4, pp=2, micro_batch=8, global_batch=8, seq_len=16, recompute="full", engine="native")
+    t = rank_costs(table, cfg, lambda mode: local_config(table, cfg, mode)).rank(0)
+    assert t.work_bytes > 0 and t.work_stored_bytes == (0.0, 0.0)
