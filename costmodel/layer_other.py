@@ -36,9 +36,10 @@ def _zero3(params: float, cfg: LocalConfig, cluster: ClusterSpec) -> float:
     return 2 * ag + comm.reduce_scatter(cluster, group, params * cfg.grad_reduce_bytes)
 
 
-def _record(fwd: float, bwd: float, tp: float, z3: float, act: float, work: float, params: float, out: float, recompute: float = 0.0) -> LayerCost:
+def _record(fwd: float, bwd: float, tp: float, z3: float, act: float, work: float, params: float, out: float, recompute: float = 0.0,
+            again: float = 0.0) -> LayerCost:
     links = {"tp": tp, "cp": 0.0, "ep": 0.0, "dp": z3}
-    return LayerCost(fwd, bwd, recompute, links, tp + z3, 0.0, act, work, params, 0.0, out)
+    return LayerCost(fwd, bwd, recompute, links, tp + z3, 0.0, act, work, params, 0.0, out, again)
 
 
 def embedding_cost(layer: EmbeddingLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
@@ -117,7 +118,13 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     checkpoint recomputes the forward inside that backward (``torch.utils.checkpoint``), whose last op
     also meets the :data:`RECOMPUTE_LIVE_OPERANDS` (:func:`recompute_transient_bytes`). Measured
     with torch's tracker on the differential sweep's CNN (pp 2, dp 2, full recompute, micro-batch 4,
-    d0102): the 4.0 KiB output gradient beside the recomputed block at stage 0's peak."""
+    d0102): the 4.0 KiB output gradient beside the recomputed block at stage 0's peak. Of the stored
+    activations the transient holds again (``LayerCost.work_stored_bytes``) only what the selective
+    policy saved, in the native runtime (``costmodel.activations.recomputed_stored_bytes``): the output
+    is the next layer's checkpointed input, and the recomputation rebuilds its own (measured with torch's
+    tracker on the differential sweep's CNN, tp 4, pp 2, full recompute, case d0092: the first stage
+    peaks at a recomputed block's last ReLU with its 48.1 KiB transient beside every stored output,
+    7.0 % under with the block's 8 KiB output taken off)."""
     split = cfg.tp if layer.tp_mode != "none" else 1
     flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
     mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
@@ -135,8 +142,9 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
         act, work = out + kept, recompute_transient_bytes(act, out / split)
     else:
         work = 0.0
+    again = kept if kept is not None and cfg.terms is not None and cfg.terms.engine == "native" else 0.0
     # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block
-    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute)
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute, again)
 
 
 RECOMPUTE_LIVE_OPERANDS = 2
