@@ -69,6 +69,28 @@ def block_activation_bytes(
     return stored + eager, max(work + moe, backward)
 
 
+def recomputed_stored_bytes(layer: TransformerLayer, cfg: LocalConfig, stored: float) -> float:
+    """Of a recomputed block's ``stored`` activations (:func:`block_activation_bytes`), the bytes its
+    transient holds again, in the native runtime (``planner.runtime.recompute``; 0 elsewhere and
+    without recomputation). ``torch.utils.checkpoint``'s non-reentrant recomputation hands the
+    recomputed ops the tensors the forward kept: under op-level selective checkpointing
+    ``_CachedTorchDispatchMode`` pops each ``MUST_SAVE`` output ``_CachingTorchDispatchMode`` cached
+    and returns it in place of recomputing it (torch 2.13 ``torch/utils/checkpoint.py``), so those are
+    the transient's own; the block's input (``h`` per token) is among the transient's tensors only
+    where the block's first op saves it as it comes, a LayerNorm (``native_layer_norm`` saves its
+    input), not an eager RMSNorm, which saves an fp32 copy (``costmodel.memory.eager_block_extra_bytes``).
+    Measured with torch's tracker on the differential's custom block (LayerNorm, h 32, 128 tokens,
+    selective, tests/costmodel/test_ranks.py): 123.0 KiB at its backward with the 8 KiB output, where
+    its 114 KiB transient and the output priced 122.0 and the 50 KiB stored beside them 172.0."""
+    terms = cfg.terms
+    if terms is None or terms.engine != "native" or cfg.recompute == "none":
+        return 0.0
+    own_input = 0.0 if layer.norm == "layernorm" else cfg.tokens * ACT_BYTES * layer.hidden_size / cfg.sp_div
+    if cfg.recompute == "full":
+        return stored - own_input
+    return max(stored - own_input, 0.0) if terms.op_level_selective else 0.0
+
+
 def _mlp_backward(layer: TransformerLayer, cfg: LocalConfig) -> float:
     """The larger of :func:`eager_mlp_backward_bytes` and :func:`eager_rmsnorm_backward_bytes` where
     the engine runs a dense block's backward eagerly, else 0."""

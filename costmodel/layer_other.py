@@ -36,9 +36,10 @@ def _zero3(params: float, cfg: LocalConfig, cluster: ClusterSpec) -> float:
     return 2 * ag + comm.reduce_scatter(cluster, group, params * cfg.grad_reduce_bytes)
 
 
-def _record(fwd: float, bwd: float, tp: float, z3: float, act: float, work: float, params: float, out: float, recompute: float = 0.0) -> LayerCost:
+def _record(fwd: float, bwd: float, tp: float, z3: float, act: float, work: float, params: float, out: float, recompute: float = 0.0,
+            again: float = 0.0) -> LayerCost:
     links = {"tp": tp, "cp": 0.0, "ep": 0.0, "dp": z3}
-    return LayerCost(fwd, bwd, recompute, links, tp + z3, 0.0, act, work, params, 0.0, out)
+    return LayerCost(fwd, bwd, recompute, links, tp + z3, 0.0, act, work, params, 0.0, out, again)
 
 
 def embedding_cost(layer: EmbeddingLayer, cfg: LocalConfig, cluster: ClusterSpec) -> LayerCost:
@@ -114,9 +115,16 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     activations reappear as the transient of its backward, beside the gradient of its output
     (bf16, the output's bytes ÷ the TP split): autograd's engine holds a node's incoming gradient in
     its input buffer until the node runs (torch ``torch/csrc/autograd/input_buffer.cpp``), and the
-    checkpoint recomputes the forward inside that backward (``torch.utils.checkpoint``). Measured
+    checkpoint recomputes the forward inside that backward (``torch.utils.checkpoint``), whose last op
+    also meets the :data:`RECOMPUTE_LIVE_OPERANDS` (:func:`recompute_transient_bytes`). Measured
     with torch's tracker on the differential sweep's CNN (pp 2, dp 2, full recompute, micro-batch 4,
-    d0102): the 4.0 KiB output gradient beside the recomputed block at stage 0's peak."""
+    d0102): the 4.0 KiB output gradient beside the recomputed block at stage 0's peak. Of the stored
+    activations the transient holds again (``LayerCost.work_stored_bytes``) only what the selective
+    policy saved, in the native runtime (``costmodel.activations.recomputed_stored_bytes``): the output
+    is the next layer's checkpointed input, and the recomputation rebuilds its own (measured with torch's
+    tracker on the differential sweep's CNN, tp 4, pp 2, full recompute, case d0092: the first stage
+    peaks at a recomputed block's last ReLU with its 48.1 KiB transient beside every stored output,
+    7.0 % under with the block's 8 KiB output taken off)."""
     split = cfg.tp if layer.tp_mode != "none" else 1
     flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
     mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
@@ -129,13 +137,38 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     recompute = fwd if cfg.recompute == "full" else 0.0
     kept = selective_kept_bytes(layer, cfg.tokens, split) if cfg.recompute == "selective" else None
     if cfg.recompute == "full":
-        act, work = out, act + out / split
+        act, work = out, recompute_transient_bytes(act, out / split)
     elif kept is not None:
-        act, work = out + kept, act + out / split
+        act, work = out + kept, recompute_transient_bytes(act, out / split)
     else:
         work = 0.0
+    again = kept if kept is not None and cfg.terms is not None and cfg.terms.engine == "native" else 0.0
     # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block
-    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute)
+    return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute, again)
+
+
+RECOMPUTE_LIVE_OPERANDS = 2
+"""Tensors of its output's size that a traced layer's recomputed forward holds at its last op beside
+the saved tensors it recomputes: autograd saves neither, but they are alive when the checkpoint's
+recomputation stops at the last saved tensor (torch 2.13 ``torch/utils/checkpoint.py``, non-reentrant
+``_recomputation_hook`` with early stop: the forward runs until its last pack hook). In a residual unit
+``relu(branch(x) + shortcut(x))`` (He et al. 2016) they are the branch's output, still bound to the
+forward's local, and the sum the final ReLU reads (it saves only its result). Measured with torch's
+tracker on the differential sweep's CNN (``tests/planner/runtime/cnn_model.py``: full recompute, pp 2,
+dp 2, micro-batch 4, case d0102; selective, tp 4, ZeRO 3, micro-batch 8, case d0274): the recomputed
+block peaks at its final ReLU with its four recomputed saved tensors, ``y`` and the sum, 24.0 and 48.1
+KiB over the incoming gradient, where its stored activations (its input among them) priced 20.1 and 40.1."""
+
+
+def recompute_transient_bytes(act: float, out: float) -> float:
+    """A recomputed layer's backward transient from its stored activations ``act`` (the
+    checkpoint's input among them, already held as the previous layer's output) and its output's
+    bytes on this rank ``out``: the recomputed saved tensors (``act`` less the input), the
+    :data:`RECOMPUTE_LIVE_OPERANDS` and the output's gradient (autograd's input buffer,
+    ``torch/csrc/autograd/input_buffer.cpp``). The input is taken at the output's size, as in a
+    shape-preserving unit; a downsampling one (the CNN's strided block: input twice its output) is
+    priced over by the difference, which the stage's shape-preserving blocks meet anyway."""
+    return act - out + RECOMPUTE_LIVE_OPERANDS * out + out
 
 
 def selective_kept_bytes(layer: GenericLayer, tokens: float, split: int) -> float | None:

@@ -11,7 +11,7 @@ from costmodel.engines import sac_saved_matmuls
 from costmodel.kernels import attention_time, matmul_time, memory_time
 from costmodel.precision import cast_bytes_per_element
 from costmodel.local import ACT_BYTES, LayerCost, LocalConfig
-from costmodel.activations import block_activation_bytes, moe_sac_matmuls
+from costmodel.activations import block_activation_bytes, moe_sac_matmuls, recomputed_stored_bytes
 from costmodel.specs import ClusterSpec, TransformerLayer
 
 
@@ -360,7 +360,8 @@ def transformer_cost(layer: TransformerLayer, cfg: LocalConfig, cluster: Cluster
     exposed = tp_exposed + cp_exposed + ep_link + z3_exposed
     hidden = (tp_link - tp_exposed) + (cp_link - cp_exposed) + (z3_link - z3_exposed)
     out = cfg.tokens * h * ACT_BYTES / cfg.sp_div
-    return LayerCost(fwd, bwd, recompute, links, exposed, hidden, act, work, local[0], local[1], out)
+    again = recomputed_stored_bytes(layer, cfg, act)
+    return LayerCost(fwd, bwd, recompute, links, exposed, hidden, act, work, local[0], local[1], out, again)
 
 
 def _transformer_local_params(layer: TransformerLayer, cfg: LocalConfig) -> tuple[float, float]:

@@ -87,3 +87,6 @@ class LayerCost:
     """Of ``params``, the expert parameters (sharded over the expert data-parallel group)."""
     out_bytes: float
     """Bytes of the layer output (a pipeline cut after this layer sends them)."""
+    work_stored_bytes: float = 0.0
+    """Of ``act_bytes``, the bytes ``work_bytes`` holds again: a recomputed layer's stored tensors that
+    its recomputation reuses rather than rebuilds (``costmodel.activations.recomputed_stored_bytes``)."""

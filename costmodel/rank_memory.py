@@ -103,8 +103,9 @@ def _held_act_bytes(cfg: ParallelConfig, t: RankSums, rank: int, flight: float) 
     sends on: ``PipelineStage.forward_one_chunk`` keeps it in ``fwd_cache`` until that backward (torch
     2.13 pipelining/stage.py), where no layer of the chunk keeps it (``RankSums.send_bytes``; measured
     with torch's tracker on the differential sweep's embedding-only first stages: the 4 KiB embedding
-    output held at the peak, unpriced before)."""
-    sent = flight * t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # EngineTerms.torch_pipelining
+    output held at the peak, unpriced before); an output its chunk's last layer keeps is counted there
+    (``RankSums.kept_send_bytes``)."""
+    sent = flight * (t.send_bytes - t.kept_send_bytes) if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # EngineTerms.torch_pipelining
     if cfg.schedule == "interleaved-1f1b" and cfg.vpp > 1 and t.chunk_act_bytes and not cfg.offload_activations:
         return interleaved_held_act_bytes(t.chunk_act_bytes, cfg.pp, rank, cfg.num_microbatches) + sent
     return flight * t.act_bytes + sent

@@ -44,12 +44,15 @@ def backward_start(t: RankSums, held: float, grads: float, unit: float | None, h
     the block's moment). Measured with torch's tracker on the
     differential's custom model (ZeRO 3, cp 4, one micro-batch of 8): 308.0 KiB at the loss's
     backward (its two fp32 logit buffers, no gathered parameter), 326.5 KiB at the second block's
-    backward (the unit gathered, the loss freed), where both at once priced 391.0."""
+    backward (the unit gathered, the loss freed), where both at once priced 391.0. A recomputed
+    layer's transient holds its stored activations again, which ``held`` already counts: the
+    transients come net of them (:attr:`RankSums.work_stored_bytes`, ``costmodel.ranks.stored_in_work``)."""
+    work, body = t.work_bytes - t.work_stored_bytes[0], t.body_work_bytes - t.work_stored_bytes[1]
     if unit is None:
-        return Phase(held + t.work_bytes, grads, unit=held_unit)
-    if t.work_bytes >= t.body_work_bytes + unit:
-        return Phase(held + t.work_bytes, grads)
-    return Phase(held + t.body_work_bytes, grads, unit=unit)
+        return Phase(held + work, grads, unit=held_unit)
+    if work >= body + unit:
+        return Phase(held + work, grads)
+    return Phase(held + body, grads, unit=unit)
 
 
 def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, grads: float, end_work: float = 0.0,
@@ -114,7 +117,12 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     gradients appear only as its activations are freed, so the largest layer never meets every gradient.
 
     ``logits``: the last stage's bf16 logits, which its layer-by-layer end holds beside every layer
-    (``costmodel.rank_memory._kept_logit_bytes``).
+    (``costmodel.rank_memory._kept_logit_bytes``); another stage's next backward holds its own
+    micro-batch's stage output the same way (``RankSums.send_bytes``: ``PipelineStage.backward_one_chunk``
+    keeps it until the backward returns; measured with torch's tracker on the differential sweep's
+    GPT-2, pp 4, cp 2, two micro-batches, selective recompute, case d0198: the second stage peaks in
+    its second backward with 18.5 KiB of forward activations, the block's 16.5 and the 2.0 KiB
+    output, 3.2 % under without it).
 
     ``losses``: the other micro-batches' losses a GPipe last stage holds at A and at B
     (``costmodel.memory.held_loss_bytes``): at B one micro-batch fewer is in flight and the next
@@ -159,7 +167,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed, *_ = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
-    sent = t.send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
+    sent = t.send_bytes - t.kept_send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts + losses[1], end_grads + extra_grad, freed, extra_grad, retained, unit)
@@ -177,10 +185,14 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         end = max(end, Phase(0.0, grads, unit=unit), key=held_bytes)
     if layered:
         next_loss = t.work_bytes if work > t.body_work_bytes else 0.0
-        later = max(held - 2 * (t.act_bytes + sent), 0.0) if cfg.num_microbatches > 1 else None
+        # a backward's stage output stays in fwd_cache through it, also where its last layer, back-propagated
+        # first, counted it (RankSums.kept_send_bytes; measured on the sweep's CNN, pp 4, GPipe, case d0138);
+        # the next backward's own stage output too (``sent``: measured on the sweep's GPT-2, pp 4, cp 2, d0198)
+        kept = t.kept_send_bytes
+        later = max(held - 2 * (t.act_bytes + sent), 0.0) + sent + kept if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
-        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0), later), grads, end_work, backward_end, curve, next_loss, logits)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + kept, later), grads, end_work, backward_end, curve, next_loss, logits)
         end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 

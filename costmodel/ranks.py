@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from costmodel.local import LayerCost, LocalConfig
-from costmodel.specs import HeadLayer, ParallelConfig, TransformerLayer
+from costmodel.specs import GenericLayer, HeadLayer, ParallelConfig, TransformerLayer
 from costmodel.table import RECOMPUTE_CODES, CostTable
 
 _SUMMED = ("fwd_s", "bwd_s", "recompute_s", "comm_exposed_s", "comm_hidden_s", "act_bytes", "params", "expert_params")
@@ -53,6 +53,10 @@ class RankSums:
     pipeline's first (each chunk's input: the previous layer's output and any edges spanning the cut)."""
     send_bytes: float = 0.0
     """Activation bytes the rank's chunks send per micro-batch, summed over its chunks but the pipeline's last."""
+    kept_send_bytes: float = 0.0
+    """Of :attr:`send_bytes`, the outputs that the chunk's last layer keeps among its own stored
+    activations (:func:`keeps_output`): ``fwd_cache`` holds the same tensor, counted once
+    (``costmodel.rank_memory._held_act_bytes``)."""
     chunk_act_bytes: tuple[float, ...] = ()
     """Activations each of the rank's chunks stores per micro-batch, in chunk order, under an
     interleaved schedule (``vpp > 1``; empty otherwise): chunks of unequal depth are in flight in
@@ -69,6 +73,11 @@ class RankSums:
     of those before it in the forward with the layer's transient, and the parameters of the layers
     after it, whose gradients exist by then. Only the points that can be the largest for some bytes
     per parameter of gradient (:func:`backward_curve`): ``costmodel.rank_phases.layer_by_layer_end``."""
+    work_stored_bytes: tuple[float, float] = (0.0, 0.0)
+    """How much of :attr:`work_bytes` and of :attr:`body_work_bytes` a layer's own stored activations
+    already hold where its transient is that of a recomputed layer (:func:`stored_in_work`): what a
+    backward's start adds to the in-flight activations is the transient less this
+    (``costmodel.rank_phases.backward_start``)."""
 
     def time_s(self, overlap_slowdown: float) -> float:
         """Forward + backward + recompute + exposed communication (+ slowdown under overlap)."""
@@ -130,14 +139,15 @@ def _row(cost: LayerCost) -> list[float]:
 
 
 def _key_costs(table: CostTable, present: np.ndarray, local: Callable[[str], LocalConfig]) -> tuple:
-    """(summed-field matrix, work, params, out bytes) of each present key, memoised in the table."""
+    """(summed-field matrix, work, params, out bytes, work's stored bytes) of each present key, memoised in the table."""
     codes = sorted({RECOMPUTE_CODES[k % 3] for k in present.tolist()})
     views = {code: local(code) for code in codes}
     memo_key = (present.tobytes(), tuple(views[c] for c in codes))
     hit = table.memo.get(memo_key)
     if hit is None:
         costs = [table.cost(k // 3, views[RECOMPUTE_CODES[k % 3]]) for k in present.tolist()]
-        hit = (np.array([_row(c) for c in costs]), [c.work_bytes for c in costs], [c.params for c in costs], [c.out_bytes for c in costs])
+        hit = (np.array([_row(c) for c in costs]), [c.work_bytes for c in costs], [c.params for c in costs], [c.out_bytes for c in costs],
+               [c.work_stored_bytes for c in costs])
         table.memo[memo_key] = hit
     return hit
 
@@ -179,23 +189,56 @@ def _cut(table: CostTable, inverse: np.ndarray, start: int) -> tuple[int, float]
     return int(inverse[start - 1]), float(table.cut_extra_bytes_per_token[start - 1])
 
 
-def _type_extras(table: CostTable, fold: _Fold, work: list, largest: list, out: list, tokens: float,
-                 act: np.ndarray, present: np.ndarray) -> list[tuple[float, ...]]:
+def _type_extras(table: CostTable, fold: _Fold, works: tuple[list, list], largest: list, out: list, tokens: float,
+                 act: np.ndarray, present: np.ndarray) -> list[tuple]:
     """(largest transient work bytes, largest layer's parameters, largest boundary bytes, largest
-    layer's stored activations, largest transient but the head's, received bytes, sent bytes) of each
-    rank type, memoised per fold, key costs and tokens (the objects live in ``table.memo``)."""
+    layer's stored activations, largest transient but the head's, received bytes, sent bytes, sent bytes
+    the sending layers keep, :attr:`RankSums.work_stored_bytes`) of each rank type from the keys'
+    transients and the stored bytes each holds again (``works``), memoised per fold, key costs and
+    tokens (the objects live in ``table.memo``)."""
+    work, again = works
     key = ("extras", id(fold), id(work), tokens)
     hit = table.memo.get(key)
     if hit is None:
         body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
+        kept = [o if keeps_output(table, k) else 0.0 for k, o in zip(present.tolist(), out)]
         hit = table.memo[key] = [
             (max((work[j] for j in used), default=0.0), max((largest[j] for j in used), default=0.0),
              max((out[k] + extra * tokens for k, extra in ends), default=0.0), max((float(act[j]) for j in used), default=0.0),
              max((body[j] for j in used), default=0.0),
-             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send))
+             sum(out[k] + extra * tokens for k, extra in recv), sum(out[k] + extra * tokens for k, extra in send),
+             sum(kept[k] for k, _ in send),
+             (stored_in_work([work[j] for j in used], [again[j] for j in used]), stored_in_work([body[j] for j in used], [again[j] for j in used])))
             for used, ends, (recv, send) in zip(fold.used, fold.boundaries, fold.cuts)
         ]
     return hit
+
+
+def keeps_output(table: CostTable, key: int) -> bool:
+    """Whether the layers of ``key`` keep their own output among their stored activations: a
+    recomputed traced layer does (``costmodel.layer_other.generic_cost``: its output is the next
+    layer's checkpointed input). Where such a layer ends a chunk, that output is the tensor the chunk
+    sends, which ``PipelineStage`` keeps in ``fwd_cache`` (torch 2.13 pipelining/stage.py): one
+    tensor. Measured with torch's tracker on the differential sweep's CNN (pp 2, GPipe, full
+    recompute, two micro-batches of 4, case d0080): the first stage holds 16 KiB of its two
+    micro-batches' outputs at its peak, where each stage output counted as a layer's and as sent
+    priced 24."""
+    return isinstance(table.groups[key // 3], GenericLayer) and RECOMPUTE_CODES[key % 3] != "none"
+
+
+def stored_in_work(works: list[float], again: list[float]) -> float:
+    """How much of the largest of the layers' transients ``works`` their own stored activations
+    already hold: the largest transient less the largest of what each layer's backward adds to the
+    activations held, its transient less the stored bytes it holds again (``again``:
+    ``LayerCost.work_stored_bytes``, a recomputed layer's stored tensors its recomputation reuses,
+    ``costmodel.activations.recomputed_stored_bytes``). Measured with torch's tracker on the
+    differential sweep's custom model (pp 4, cp 2, ZeRO 0, one micro-batch, case d0218): the second
+    stage, one selectively recomputed block, peaks in its attention backward with 13.0 KiB of forward
+    activations (4.0 of them the stage output) and 58.6 of temporaries, 71.6 KiB, where the block's
+    25 KiB of stored activations beside its 65 KiB transient priced 94.0."""
+    if not works:
+        return 0.0
+    return max(works) - max(max(w - a, 0.0) for w, a in zip(works, again))
 
 
 def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray,
@@ -275,13 +318,13 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     """Per-rank-type sums for ``cfg``; ``local(recompute)`` gives the per-layer view of the config."""
     signature = cfg.layer_recompute or cfg.recompute
     present, inverse, cum = table.key_prefix(signature, lambda: layer_keys(table, cfg))
-    matrix, work, largest, out = _key_costs(table, present, local)
+    matrix, work, largest, out, again = _key_costs(table, present, local)
     sizes = cfg.stage_layers or table.default_split(cfg.pp * cfg.vpp)
     fold = _fold(table, signature, sizes, cfg.pp, cfg.vpp, inverse, cum)
     sums = (fold.counts @ matrix).tolist()
     n = len(_SUMMED)
     act = matrix[:, _SUMMED.index("act_bytes")]
-    extras = _type_extras(table, fold, work, largest, out, local("none").tokens, act, present)
+    extras = _type_extras(table, fold, (work, again), largest, out, local("none").tokens, act, present)
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
@@ -289,8 +332,8 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
-                 body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, chunk_act_bytes=c,
-                 chunk_params=q, backward_curve=k)
-        for row, (w, p, b, a, bw, i, o), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
+                 body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, kept_send_bytes=ko,
+                 chunk_act_bytes=c, chunk_params=q, backward_curve=k, work_stored_bytes=ws)
+        for row, (w, p, b, a, bw, i, o, ko, ws), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

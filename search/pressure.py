@@ -173,7 +173,9 @@ def _counts(table: CostTable) -> list[int]:
 
 def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None) -> tuple[list[float], list[float], list[float], float]:
     """(time, stored activation bytes, transient bytes, each per mode; state bytes) of one layer of
-    ``group`` under ``cfg``."""
+    ``group`` under ``cfg``; each transient net of the stored activations it holds again
+    (``LayerCost.work_stored_bytes``), as a backward's start adds it (``costmodel.ranks.stored_in_work``),
+    so that the floor stays under the priced peak."""
     key = ("pressure", group, view_key(cfg, "none"), cfg.dp, cfg.cp, cfg.zero, cfg.param_bytes, cfg.grad_bytes, cfg.optimizer_bytes,
            cfg.offload_optimizer)
     if memo is not None and key in memo:
@@ -182,7 +184,7 @@ def _block(table: CostTable, cfg: ParallelConfig, group: int, memo: dict | None)
     costs = [table.cost(group, local_config(table, cfg, mode)) for mode in MODES]
     times = [c.fwd_s + c.bwd_s + c.recompute_s + c.comm_exposed_s + slow * c.comm_hidden_s for c in costs]
     acts = [c.act_bytes for c in costs]
-    works = [c.work_bytes for c in costs]
+    works = [c.work_bytes - c.work_stored_bytes for c in costs]
     state = block_state_bytes(table, cfg, costs[0].params, costs[0].expert_params)
     out = (times, acts, works, state)
     if memo is not None:

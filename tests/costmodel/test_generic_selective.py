@@ -28,7 +28,7 @@ def test_selective_keeps_the_output_and_the_policy_outputs(kept: float) -> None:
     none = generic_cost(_layer(kept), _cfg("none"), cluster)
     full = generic_cost(_layer(kept), _cfg("full"), cluster)
     assert cost.act_bytes == 4 * (1024.0 + kept)
-    assert cost.work_bytes == none.act_bytes + 4 * 1024.0  # recomputed in its backward, beside its output gradient
+    assert cost.work_bytes == none.act_bytes + 2 * 4 * 1024.0  # recomputed in its backward (layer_other.recompute_transient_bytes)
     assert full.act_bytes <= cost.act_bytes < none.act_bytes
 
 
@@ -44,9 +44,10 @@ def test_a_tp_split_layer_keeps_its_share_of_the_policy_outputs() -> None:
 
 @pytest.mark.parametrize("recompute", ["selective", "full"])
 def test_the_recomputed_activations_meet_the_output_gradient(recompute: str) -> None:
-    """The transient of a recomputed layer's backward: its activations and its output's gradient."""
+    """The transient of a recomputed layer's backward: its activations but its input, the two
+    unsaved operands of its last op and its output's gradient (``recompute_transient_bytes``)."""
     cluster = load_cluster("dgx-a100")
-    assert generic_cost(_layer(20.0), _cfg(recompute), cluster).work_bytes == 4 * (5136.0 + 1024.0)
+    assert generic_cost(_layer(20.0), _cfg(recompute), cluster).work_bytes == 4 * (5136.0 + 2 * 1024.0)
     split = generic_cost(_layer(20.0, "column"), _cfg(recompute, tp=2), cluster)
-    assert split.work_bytes == 4 * (5136.0 + 1024.0) / 2
+    assert split.work_bytes == 4 * (5136.0 + 2 * 1024.0) / 2
     assert generic_cost(_layer(20.0), _cfg("none"), cluster).work_bytes == 0.0
