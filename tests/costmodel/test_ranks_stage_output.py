@@ -59,7 +59,7 @@ def test_a_backward_holds_its_own_stage_output_where_its_last_layer_counted_it()
     uncounted = replace(t, send_bytes=0.0, kept_send_bytes=0.0)  # the same held activations, no stage output kept
     held = _held_act_bytes(cfg, t, 0, 4.0)
     assert held == _held_act_bytes(cfg, uncounted, 0, 4.0)
-    curve = ((0.0, 0.0, 0.0), 0.0)
+    curve = ((0.0, 0.0, 0.0, 0.0), 0.0)
     grads = 1e6  # the next backward's moments, beside every gradient, are the peak
     kept = peak_phase(cfg, t, 4.0, held, grads, curve=curve)
     assert kept.grads == grads
