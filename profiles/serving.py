@@ -54,6 +54,8 @@ def low_precision_rates(gpu: GPUSpec) -> LowPrecisionRates:
                              platform=entry.get("platform", "cuda"),
                              fp4_dequant_weights_per_s=entry.get("fp4_dequant_weights_per_s"),
                              hbm_stream_fraction=entry.get("hbm_stream_fraction"),
+                             moe_stream_fraction=entry.get("moe_stream_fraction"),
+                             moe_prefill_tflops=entry.get("moe_prefill_tflops"),
                              mla_decode_floor_us=entry.get("mla_decode_floor_us"))
 
 

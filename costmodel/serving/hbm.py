@@ -44,3 +44,11 @@ def stream_seconds(nbytes: float, kernels: int, bandwidth: float) -> float:
     if nbytes <= 0:
         return 0.0
     return nbytes / (bandwidth * transfer_scale(nbytes / max(kernels, 1)))
+
+
+def expert_stream_rate(dense_rate: float, peak: float, moe_fraction: float | None) -> float:
+    """Bytes/s at which a decode step's fused MoE streams its routed experts' weights: the dense
+    stream rate, or the engine's measured MoE rate (``moe_fraction`` of the HBM ``peak``,
+    ``LowPrecisionRates.moe_stream_fraction``: AMD aiter's tuned block-scaled FP8 MoE table) where
+    that is lower."""
+    return dense_rate if moe_fraction is None else min(dense_rate, peak * moe_fraction)

@@ -130,3 +130,13 @@ def mxfp4_padding_factor(block: BlockShape, shards: int, padding: tuple[int, int
     inputs = 2 if layer.ffn_act == "swiglu" else 1
     padded = inputs * shard * _round_up(h, k_multiple) + shard * _round_up(h, n_multiple)
     return padded / ((inputs + 1) * h * f / shards)
+
+
+def fused_moe_prefill_seconds(dense_seconds: float, routed_flops: float, tflops: float | None) -> float:
+    """Seconds of a prefill block's GEMMs where the engine's fused MoE computes the routed experts
+    at a measured rate (``LowPrecisionRates.moe_prefill_tflops``: AMD aiter's tuned block-scaled
+    FP8 MoE table): the dense GEMMs' modelled time plus the routed FLOPs at that rate; 0 where no
+    rate is measured (the GEMMs keep the modelled rate)."""
+    if tflops is None or routed_flops <= 0:
+        return 0.0
+    return dense_seconds + routed_flops / (tflops * 1e12)

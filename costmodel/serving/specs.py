@@ -78,6 +78,14 @@ class LowPrecisionRates(BaseModel):
     hbm_stream_fraction: float | None = Field(default=None, gt=0, le=1)
     """Measured ceiling of a streaming kernel's HBM bandwidth over the peak where it lies below the
     fitted ``ServingEfficiency`` fractions (those come from NVIDIA runs); None: no lower ceiling."""
+    moe_stream_fraction: float | None = Field(default=None, gt=0, le=1)
+    """Measured HBM rate of the engine's fused MoE kernel streaming a decode step's routed-expert
+    weights, over the HBM peak, where it lies below the streaming ceiling (AMD aiter's block-scaled
+    FP8 two-stage MoE, :func:`costmodel.serving.step.expert_bandwidth`); None: the dense rate."""
+    moe_prefill_tflops: float | None = Field(default=None, gt=0)
+    """Measured rate of the engine's fused MoE on a prefill chunk's routed experts, TFLOP/s, where it
+    lies below the modelled GEMM rate (:func:`costmodel.serving.moe.fused_moe_prefill_seconds`);
+    None: the modelled rate."""
     mla_decode_floor_us: float | None = Field(default=None, gt=0)
     """Measured time of the engine's MLA decode attention call on this GPU at one sequence of a few
     keys, µs: its fixed cost (launch, split-KV tiles and their reduce), which replaces the generic

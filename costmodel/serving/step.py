@@ -19,9 +19,10 @@ from costmodel.precision import fp8_gemm_speedup
 from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
 from costmodel.serving.comm import ep_all_to_all, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
-from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, stream_seconds
+from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, expert_stream_rate, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
-from costmodel.serving.moe import busiest_rank_experts, mxfp4_padding_factor, padded_expert_rows, routed_row_bytes
+from costmodel.serving.moe import (busiest_rank_experts, fused_moe_prefill_seconds, mxfp4_padding_factor, padded_expert_rows,
+                                   routed_row_bytes)
 from costmodel.serving.shape import BlockShape, ModelShape, block_forward_flops, decode_core_width, dense_gemm_flops
 from costmodel.serving.specs import (
     Instance,
@@ -345,7 +346,9 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
     if block.layer.is_moe:
         expert_bytes, expert_seconds = _expert_parts(hw, block, instance, batch, precision)
         skew = eff.moe_imbalance if instance.ep > 1 else 1.0
-        parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, bandwidth), skew * expert_seconds, ridge)
+        moe_fraction = None if triton_mxfp4_moe(hw, precision) else hw.rates.moe_stream_fraction
+        expert_rate = expert_stream_rate(bandwidth, gpu.hbm_bandwidth_gbps * 1e9, moe_fraction)
+        parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, expert_rate), skew * expert_seconds, ridge)
         routed = routed_row_bytes(block, instance, batch)
         parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
     overhead = layer_kernels(hw, block, instance, precision) * kernel_floor_us(hw.cluster) * 1e-6
@@ -418,6 +421,8 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
             gemms = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
         else:
             gemms = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
+            dense = dense_gemm_flops(block, per_gpu) if block.layer.is_moe else gemm
+            gemms = max(gemms, fused_moe_prefill_seconds(gemm_time(hw.cluster, dense, speed) / eff.prefill_compute, gemm - dense, hw.rates.moe_prefill_tflops))
         rest = attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
         rest += routed_row_bytes(block, instance, tokens) / bandwidth
         slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0

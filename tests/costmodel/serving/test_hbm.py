@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from costmodel.serving.hbm import calculon_fraction, stream_seconds, transfer_scale
+from costmodel.serving.hbm import calculon_fraction, expert_stream_rate, stream_seconds, transfer_scale
 
 
 def test_the_table_points_are_calculons() -> None:
@@ -19,3 +19,11 @@ def test_splitting_a_stream_over_more_kernels_makes_it_slower() -> None:
     four = stream_seconds(107e6, 4, 4.8e12)
     assert one == pytest.approx(107e6 / 4.8e12) and four > 1.05 * one
     assert stream_seconds(0.0, 4, 4.8e12) == 0.0
+
+
+def test_a_measured_moe_rate_below_the_dense_rate_sets_the_expert_stream() -> None:
+    """aiter's block-scaled FP8 MoE streams 4091.86 GB/s on MI325X's 6000 GB/s (0.682): the experts
+    stream at that rate, never faster than the dense stream, and at the dense rate without one."""
+    assert expert_stream_rate(4.86e12, 6.0e12, 0.682) == pytest.approx(4.092e12)
+    assert expert_stream_rate(3.0e12, 6.0e12, 0.682) == 3.0e12
+    assert expert_stream_rate(4.86e12, 6.0e12, None) == 4.86e12

@@ -167,6 +167,20 @@ def test_measured_mla_decode_floor_replaces_the_kernel_floor_on_rocm_mla_layers_
     assert with_floor.overhead - without.overhead == pytest.approx(layers * extra)
 
 
+@pytest.mark.parametrize("gpu", ["mi300x", "mi325x"])
+def test_aiters_measured_moe_rates_slow_deepseeks_experts_on_cdna3(gpu: str) -> None:
+    """On gfx942 the fused block-scaled FP8 MoE streams its experts at 0.682 of the HBM peak and
+    computes a prefill's routed experts at 937.26 TFLOP/s (ROCm/aiter tuned FMoE table, PR 3951):
+    DeepSeek-R1's decode step and prefill both take longer than at the dense rates, NVIDIA's do not."""
+    hw = Hardware(resolve_cluster_arg(f"{gpu}-8"), low_precision_rates(load_gpu(gpu)), ServingEfficiency())
+    bare = replace(hw, rates=hw.rates.model_copy(update={"moe_stream_fraction": None, "moe_prefill_tflops": None}))
+    shape, tp8 = model_shape(resolve_model_arg("deepseek-r1")), Instance(tp=8)
+    assert hw.rates.moe_stream_fraction == 0.682 and hw.rates.moe_prefill_tflops == 937.26
+    assert decode_step_parts(hw, shape, tp8, 10, 8704, "fp8", 2.0).traffic > 1.1 * decode_step_parts(bare, shape, tp8, 10, 8704, "fp8", 2.0).traffic
+    assert prefill_time(hw, shape, tp8, 8192, 8192, "fp8") > prefill_time(bare, shape, tp8, 8192, 8192, "fp8")
+    assert low_precision_rates(load_gpu("h200")).moe_stream_fraction is None
+
+
 def replace_rates(rates: LowPrecisionRates) -> LowPrecisionRates:
     """``rates`` without a measured MLA decode floor."""
     return rates.model_copy(update={"mla_decode_floor_us": None})
