@@ -85,10 +85,10 @@ def recomputed_stored_bytes(layer: TransformerLayer, cfg: LocalConfig, stored: f
     terms = cfg.terms
     if terms is None or terms.engine != "native" or cfg.recompute == "none":
         return 0.0
+    if cfg.recompute == "selective" and not terms.op_level_selective:
+        return 0.0
     own_input = 0.0 if layer.norm == "layernorm" else cfg.tokens * ACT_BYTES * layer.hidden_size / cfg.sp_div
-    if cfg.recompute == "full":
-        return stored - own_input
-    return max(stored - own_input, 0.0) if terms.op_level_selective else 0.0
+    return max(stored - own_input, 0.0)
 
 
 def _mlp_backward(layer: TransformerLayer, cfg: LocalConfig) -> float:

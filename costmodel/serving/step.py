@@ -421,8 +421,10 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
             gemms = (gemm_time(hw.cluster, dense) + gemm_time(hw.cluster, gemm - dense, expert_gemm_speedup(hw, precision))) / eff.prefill_compute
         else:
             gemms = gemm_time(hw.cluster, gemm, speed) / eff.prefill_compute
-            dense = dense_gemm_flops(block, per_gpu) if block.layer.is_moe else gemm
-            gemms = max(gemms, fused_moe_prefill_seconds(gemm_time(hw.cluster, dense, speed) / eff.prefill_compute, gemm - dense, hw.rates.moe_prefill_tflops))
+            if block.layer.is_moe and hw.rates.moe_prefill_tflops:  # the engine's fused MoE at its measured rate
+                dense = dense_gemm_flops(block, per_gpu)
+                dense_s = gemm_time(hw.cluster, dense, speed) / eff.prefill_compute
+                gemms = max(gemms, fused_moe_prefill_seconds(dense_s, gemm - dense, hw.rates.moe_prefill_tflops))
         rest = attention_time(hw.cluster, core, block.layer.head_dim, context=prompt / 2.0)
         rest += routed_row_bytes(block, instance, tokens) / bandwidth
         slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
