@@ -14,7 +14,9 @@ runs), sends SIGINT after a seeded random delay and sorts the outcome:
   CPython dropped it and ran on. Seen under load: tracebacks from ``site`` imports; "line 0" of
   ``cli.py`` (the signal came while it was compiled); "Failed checking if argv[0] is an import path
   entry" from ``<frozen zipimport>`` (CPython prints it and runs the script anyway, exit 0); "Exception
-  ignored in" an importlib callback (exit 0); a bare line with exit 1;
+  ignored in" an importlib callback (exit 0); a bare line with exit 1; CPython's own "python: failed
+  to set __main__.__loader__" (exit 1: the signal came while CPython set up ``__main__`` for
+  ``cli.py``, before its first line ran; ``_PyRun_SimpleFileObject`` in ``Python/pythonrun.c``);
 - ``finished``: the plan ended (exit 0) before the signal came (only at delays of about 0.5 s);
 - ``bad``: anything else (a traceback from meshplan's code, a second line, another exit code).
 
@@ -40,6 +42,9 @@ HANDLER_LINE = next((i for i, line in enumerate((ROOT / "cli.py").read_text(enco
                     if line.startswith("_signal.signal(")), 0)
 """The line of ``cli.py`` that installs the SIGINT handler (its first statement after the imports it
 needs); 0 when it has none (then every frame in ``cli.py`` counts as meshplan's)."""
+_LOADER_FAILED = "python: failed to set __main__.__loader__\n"
+"""What CPython prints (and exits 1) when an exception, here the interrupt, lands while it sets up
+``__main__`` for the script, before the script's first line (``Python/pythonrun.c``)."""
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
 
 
@@ -51,6 +56,8 @@ def kind(code: int, out: str, err: str) -> str:
         return "exempt"  # killed by the signal's default action: Python had not installed its handler
     if code in (0, 1, -signal.SIGINT) and "KeyboardInterrupt" in err and "interrupted" not in err and not _any_ours(err):
         return "exempt"  # raised by Python's own handler in start-up code: no frame of meshplan's
+    if code == 1 and err == _LOADER_FAILED:
+        return "exempt"  # CPython gave up setting up __main__ before cli.py's first line ran
     if code == 0 and "interrupted" not in err and "Traceback" not in err and "KeyboardInterrupt" not in err:
         return "finished"
     return "bad"

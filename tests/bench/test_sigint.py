@@ -49,6 +49,9 @@ def test_outcomes_are_sorted_by_where_the_signal_landed() -> None:
     assert sigint.kind(1, "", "KeyboardInterrupt\n") == "exempt"  # seen once under load, at 0.104 s
     assert sigint.kind(-signal.SIGINT, "", _traceback((CLI, 0))) == "exempt"  # arrived while cli.py was compiled
     assert sigint.kind(130, "", "KeyboardInterrupt\n") == "bad"
+    loader = "python: failed to set __main__.__loader__\n"
+    assert sigint.kind(1, "", loader) == "exempt"  # seen under load at 0.033 s: before cli.py's first line
+    assert sigint.kind(1, "", loader + "meshplan: interrupted\n") == "bad"
     zipimport = ("Failed checking if argv[0] is an import path entry\n" + _traceback(("<frozen zipimport>", 94))
                  + "meshplan: searched in 1.8 s (optimal)\n")
     assert sigint.kind(0, "{}", zipimport) == "exempt"  # seen under load at 0.118 s: CPython ran on
