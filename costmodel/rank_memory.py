@@ -45,7 +45,6 @@ but the real-size oracle does (GPT-3 175B and Mixtral under ZeRO 3 over 64 and 8
 -3.0 % with 8 B)."""
 
 
-
 def engine_terms_memo(table: CostTable, cfg: ParallelConfig) -> EngineTerms:
     """``costmodel.engines.engine_terms`` of ``cfg``, memoised in the table (it depends on a few fields)."""
     key = ("engine", cfg.engine, cfg.compile, cfg.loss_fusion, cfg.zero, cfg.pp > 1, cfg.num_microbatches > 1, cfg.tp_async_backward,
@@ -253,16 +252,21 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
 def _tp_embedding_grad_bytes(table: CostTable, cfg: ParallelConfig, terms: EngineTerms, rank: int) -> tuple[float, float]:
     """(held, transient) bytes of a full-vocabulary embedding gradient on the pipeline rank holding
     the embedding under TP (``EngineTerms.tp_embedding_full_grad``): the bf16 V x h gradient (2 B per
-    element) and, where it is reduced at once, its fp32 copy for the ``reduce_dtype`` reduce-scatter
-    (4 B), transient at the end of backward; where gradients accumulate across micro-batches
-    (``pp_unsharded_grads``) the fp32 accumulator is the whole table, 4 B per element held instead of
-    4/t (measured with torch's tracker on Llama 3.1 70B at tp 8: 3.9 GiB accumulator, 2.0 GiB bf16)."""
+    element), transient at the end of backward. Reduced at once, FSDP2 redistributes it to the
+    parameter's V/t rows before ``foreach_reduce`` copies those into the fp32 ``reduce_dtype`` input
+    (torch 2.13 ``FSDPParam._get_grad_inner_tensor``): the unit's own input (``_unit_bytes``), no
+    full-table copy (torch's tracker on the differential sweep's GPT-2, tp 2, ZeRO 1, one micro-batch,
+    case d0219 at draw seed 1: the 8 KiB bf16 gradient at the peak, then the token table's 8 KiB fp32
+    input of its 2,048 local elements; +32.1 % priced with a 16 KiB full copy). Accumulated across
+    micro-batches (``pp_unsharded_grads``), ``FSDPParam.to_accumulated_grad_if_needed`` casts it before
+    any redistribution: the fp32 accumulator is the whole table, 4 B per element held instead of 4/t
+    (measured with torch's tracker on Llama 3.1 70B at tp 8: 3.9 GiB accumulator, 2.0 GiB bf16)."""
     if not terms.tp_embedding_full_grad or cfg.tp == 1 or rank != 0:
         return 0.0, 0.0
     table_elems = float(sum(x.vocab_size * x.hidden_size for x in table.model.layers if isinstance(x, EmbeddingLayer)))
     if terms.pp_unsharded_grads:
         return 4 * table_elems * (1 - 1 / cfg.tp), 2 * table_elems
-    return 0.0, 6 * table_elems
+    return 0.0, 2 * table_elems
 
 
 def _backward_end_bytes(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, sharded_grads: float) -> tuple[float, float, float, float]:

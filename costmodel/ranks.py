@@ -242,7 +242,7 @@ def stored_in_work(works: list[float], again: list[float]) -> float:
 
 
 def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, recomputed: np.ndarray,
-                   peak_grads: np.ndarray | None = None) -> tuple[tuple[float, ...], ...]:
+                   peak_grads: np.ndarray | None = None, reduced: np.ndarray | None = None) -> tuple[tuple[float, ...], ...]:
     """The points of a chunk's backward (:attr:`RankSums.backward_curve`) from its layers' stored
     activations, transients, parameters and recompute flags in forward order: at layer ``i``'s
     backward autograd still holds the saved activations of layers ``0..i-1`` and, of the layer
@@ -253,19 +253,22 @@ def backward_curve(acts: np.ndarray, works: np.ndarray, params: np.ndarray, reco
     Each point also names the parameters of the layer, of the next one (prefetched) and of the layer
     back-propagated just before (whose reduce-scatter input is still held), and ``peak_grads``: the
     parameters whose gradient the layer's backward has made by its peak (:func:`_peak_grad_params`;
-    its parameters where not given). Of the points with the same four, only the upper convex hull of (parameters done, activations) can be the largest of
+    its parameters where not given). ``reduced``: the parameters of the unit each layer's backward
+    reduces last, whose fp32 reduce-scatter input the next layer's backward holds (its parameters
+    where not given; :func:`_reduced_last_params`). Of the points with the same four, only the upper convex hull of (parameters done, activations) can be the largest of
     ``acts + g(params_done)`` for a convex piecewise-linear ``g``: the gradients and reduce outputs
     done, less the gathered parameters freed (``costmodel.rank_phases.layer_by_layer_end``), which can
     fall with the parameters done."""
     own = np.where(recomputed, np.maximum(acts, works), acts + works)
     held = (np.cumsum(acts) - acts + own)[::-1]
     back = params[::-1]
+    last = (params if reduced is None else reduced)[::-1]
     done = np.concatenate([[0.0], np.cumsum(back)[:-1]])
     nxt = np.concatenate([back[1:], [0.0]])
     grads = (params if peak_grads is None else peak_grads)[::-1]
     groups: dict[tuple[float, float, float, float], list[tuple[float, float]]] = {}
     for k in range(len(back)):
-        key = (float(back[k]), float(nxt[k]), float(done[k] and back[k - 1]), float(grads[k]))
+        key = (float(back[k]), float(nxt[k]), float(done[k] and last[k - 1]), float(grads[k]))
         groups.setdefault(key, []).append((float(done[k]), float(held[k])))
     return tuple((y, d, *g) for g, points in sorted(groups.items()) for d, y in _upper_hull(sorted(points)))
 
@@ -284,21 +287,39 @@ def _upper_hull(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
 
 
 def _curves(table: CostTable, fold: _Fold, bounds: np.ndarray, keys: tuple[np.ndarray, np.ndarray], matrix: np.ndarray,
-            work: list, vpp: int) -> list[tuple[tuple[float, ...], ...]]:
+            work: list, vpp: int, split_experts: bool = False) -> list[tuple[tuple[float, ...], ...]]:
     """:func:`backward_curve` of each rank type's first rank (empty under interleaving, and where
-    ``vpp`` is 0: engines other than the native runtime), memoised per fold and key costs."""
+    ``vpp`` is 0: engines other than the native runtime), memoised per fold and key costs;
+    ``split_experts``: :func:`_reduced_last_params`."""
     if vpp != 1:  # interleaved, or an engine that does not read them (vpp 0)
         return [()] * len(fold.first_rank)
     present, inverse = keys
-    key = ("curve", id(fold), id(work))
+    key = ("curve", id(fold), id(work), split_experts)
     hit = table.memo.get(key)
     if hit is None:
         act, params, w = matrix[:, _SUMMED.index("act_bytes")], matrix[:, _SUMMED.index("params")], np.array(work)
         recomputed = np.array([RECOMPUTE_CODES[k % 3] != "none" for k in present.tolist()], dtype=bool)
         peak = _peak_grad_params(table, present, params)
+        reduced = _reduced_last_params(params, matrix[:, _SUMMED.index("expert_params")], split_experts)
         cols = [inverse[bounds[r]:bounds[r + 1]] for r in fold.first_rank]
-        hit = table.memo[key] = [backward_curve(act[c], w[c], params[c], recomputed[c], peak[c]) for c in cols]
+        hit = table.memo[key] = [backward_curve(act[c], w[c], params[c], recomputed[c], peak[c], reduced[c]) for c in cols]
     return hit
+
+
+def _reduced_last_params(params: np.ndarray, experts: np.ndarray, split_experts: bool) -> np.ndarray:
+    """Parameters of the FSDP2 unit each layer key's backward reduces last: the layer's, or under
+    expert parallelism (``split_experts``: ``planner.runtime.fsdp`` makes each MoE block's local
+    experts a unit of their own) the block's other parameters, whose unit's ``post_backward`` runs at
+    the end of the block's backward, after its experts' (an MoE block's experts back-propagate before
+    its attention). Its fp32 reduce-scatter input is the one held through the next layer's backward:
+    the units of a root share one list of reduce-scatter states capped at one input buffer, so the
+    block's reduce frees its experts' input (torch 2.13 ``FSDPCommContext.reduce_scatter_states``,
+    ``reduce_scatter_max_input_buffers``, ``_fsdp_param_group.py``). Measured with torch's tracker on
+    the differential sweep's Mixtral (pp 2, cp 2, ep 2, ZeRO 0, full recompute, one micro-batch, case
+    d0118 at draw seed 1): the first stage peaks in its first block's recomputed forward beside the
+    second block's 12.75 KiB non-expert input (4 B x 3,264), freed at the first block's experts'
+    reduce; the whole block's 60.75 KiB priced +11.0 %."""
+    return params - experts if split_experts else params
 
 
 def _peak_grad_params(table: CostTable, present: np.ndarray, params: np.ndarray) -> np.ndarray:
@@ -329,7 +350,7 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
-    curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0)
+    curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0, cfg.ep > 1)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
                  body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, kept_send_bytes=ko,

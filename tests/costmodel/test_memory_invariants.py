@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import planner
-from costmodel.rank_memory import forward_end_activation_bytes, largest_activation_bytes, rank_parts
+from costmodel.rank_memory import FRAGMENTATION, forward_end_activation_bytes, largest_activation_bytes, rank_parts
 from costmodel.specs import ParallelConfig
 from costmodel.step import StepEstimate, estimate_step
 from costmodel.table import build_cost_table
@@ -48,11 +48,15 @@ def _ranks(name: str, cfg: ParallelConfig) -> list[dict[str, float]]:
 
 
 def _states(name: str, cfg: ParallelConfig) -> list[tuple[float, float]]:
-    """Each pipeline rank's (model state with the allocator's cache of freed and unproduced state, optimizer states)."""
+    """Each pipeline rank's (model state with the allocator's cache of freed and unproduced state, optimizer states),
+    less the embedding's full-vocabulary gradient under TP where the peak holds it: a backward transient every
+    ZeRO stage makes, booked among the gradients (``costmodel.rank_memory._tp_embedding_grad_bytes``) and in the
+    allocator's slack with the activations (``FRAGMENTATION * (activations + embedding gradient)``)."""
     table = TABLES[name]
     step = estimate_step(table, cfg)
     parts = [rank_parts(table, cfg, step.ranks.rank(r), r) for r in range(cfg.pp)]
-    return [(sum(a[k] for k in STATE) + g["allocator_cache"], a["optimizer_states"]) for a, g in parts]
+    transient = [g["allocator_slack"] / FRAGMENTATION - a["activations"] for a, g in parts]
+    return [(sum(a[k] for k in STATE) + g["allocator_cache"] - e, a["optimizer_states"]) for (a, g), e in zip(parts, transient)]
 
 
 def _forward_end(name: str, cfg: ParallelConfig) -> list[float]:
