@@ -9,7 +9,8 @@ configurations and a Hypothesis run, through the cost functions (not the CLI), a
   backward (``costmodel.rank_phases.peak_phase``; the BLOOM case below);
 - ZeRO k+1 never holds more model state (parameters + gradients + optimizer states, with the
   gradients not yet produced and the gathered parameters freed by the peak, which the caching
-  allocator keeps reserved: ``allocator_cache``), nor more optimizer state, than ZeRO k (the peak of
+  allocator keeps reserved: ``allocator_cache``; the embedding's transient full-vocabulary gradient
+  under TP apart), nor more optimizer state, than ZeRO k (the peak of
   ZeRO 0-2 can fall where FSDP2 has freed most gathered parameters, ZeRO 3's where it holds every
   gradient: ``costmodel.rank_memory._backward_end_bytes``);
 - more recomputation never adds memory.
