@@ -236,10 +236,12 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     gradients in ``bwd_cache`` until they are sent to the previous stage (torch 2.13
     pipelining/stage.py). Measured with torch's tracker on the differential sweep's CNN (tp 2, pp 2,
     ZeRO 3, one micro-batch of 8, d0170 at seed 1): the last stage's peak, its block's reduce, holds
-    the 4 KiB gradient of its input."""
+    the 4 KiB gradient of its input. The memory check drops it as the backward returns
+    (``planner.runtime.memcheck.step.measure_step``, as ``stage_backward`` hands it on), before a
+    GPipe stage's next backward starts from its loss: the end holds the larger of the two."""
     (base, later), (retained, freed, kept_rate, freed_rate) = bases, backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
-    best = Phase(base + logits + next_loss + input_grad, grads + extra, freed, extra, retained, units[1])  # the last unit's working set
+    best = Phase(base + logits + max(next_loss, input_grad), grads + extra, freed, extra, retained, units[1])  # the last unit's working set
     per_own, per_next, per_before, per_grad = units[0]
     for acts, done, own, after, before, grad in t.backward_curve:
         f = min(done / t.params, 1.0)
