@@ -11,7 +11,7 @@ from costmodel.memory import (
 )
 from costmodel.local import ACT_BYTES
 from costmodel.precision import FP8_WEIGHT_COPY_BYTES
-from costmodel.rank_phases import backward_start, first_reduce, held_bytes, last_unit_params, peak_phase
+from costmodel.rank_phases import backward_start, first_reduce, held_bytes, last_unit_params, peak_phase, zero3_units
 from costmodel.ranks import RankSums
 from costmodel.specs import EmbeddingLayer, HeadLayer, ParallelConfig
 from costmodel.table import CostTable
@@ -193,13 +193,15 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
     unit = _unit_bytes(cfg, t, terms)
+    parts = _layer_unit_bytes(cfg, terms, unit)  # ZeRO 3 native: the moments' largest unit and the end's (zero3_units)
+    unit, end_unit = zero3_units(t, parts, unit, FSDP2_LOW_ZERO_UNIT_BYTES) if cfg.zero == 3 and terms.engine == "native" else (unit, unit)
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
     loss = _gpipe_loss_bytes(table, cfg, rank, flight)
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     phase = phase._replace(acts=phase.acts + loss)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
-        curve = (_layer_unit_bytes(cfg, terms, unit), unit) if terms.engine == "native" else None
+        curve = (parts, end_unit) if terms.engine == "native" else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
                            not _keeps_gathered(cfg, terms), curve, _kept_logit_bytes(table, cfg, terms, rank),
                            _nosync_bytes(cfg, t, terms), (loss, _gpipe_loss_bytes(table, cfg, rank, flight - 1)))

@@ -192,13 +192,15 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         later = max(held - 2 * (t.act_bytes + sent), 0.0) + sent + kept if cfg.num_microbatches > 1 else None
         # the first backward's stage output stays held (measured on the sweep's Mixtral, pp 2, ZeRO 2,
         # case d0193: its first stage 6.3 % under without it)
-        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + kept, later), grads, end_work, backward_end, curve, next_loss, logits)
+        end = layer_by_layer_end(t, (max(held - t.act_bytes, 0.0) + kept, later), grads, end_work, backward_end, curve, next_loss, logits,
+                                 t.recv_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0)
         end = end._replace(acts=end.acts + losses[0])
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
 def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float, float, float],
-                       units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0, logits: float = 0.0) -> Phase:
+                       units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0, logits: float = 0.0,
+                       input_grad: float = 0.0) -> Phase:
     """B of :func:`peak_phase` layer by layer, for a rank whose first backward completes its
     gradients (one chunk: ``vpp == 1``): the largest of the moments of that backward
     (:attr:`RankSums.backward_curve`), each holding the activations of the layers not yet
@@ -227,10 +229,19 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     done), counts them already in the loss's transient (``costmodel.layer_other.head_cost``).
     Measured with torch's tracker on the differential sweep's custom model (pp 2, dp 2, ZeRO 3, one
     micro-batch, case d0078): the last stage peaks in its loss backward at 170.3 KiB of activations,
-    temporaries and input, the curve's head moment without the kept logits (170.0; 186.0 with them)."""
+    temporaries and input, the curve's head moment without the kept logits (170.0; 186.0 with them).
+
+    ``input_grad``: the gradient of the chunk's received input (``RankSums.recv_bytes``), which the
+    end holds beside every gradient: ``PipelineStage.backward_one_chunk`` keeps the stage's input
+    gradients in ``bwd_cache`` until they are sent to the previous stage (torch 2.13
+    pipelining/stage.py). Measured with torch's tracker on the differential sweep's CNN (tp 2, pp 2,
+    ZeRO 3, one micro-batch of 8, d0170 at seed 1): the last stage's peak, its block's reduce, holds
+    the 4 KiB gradient of its input. The memory check drops it as the backward returns
+    (``planner.runtime.memcheck.step.measure_step``, as ``stage_backward`` hands it on), before a
+    GPipe stage's next backward starts from its loss: the end holds the larger of the two."""
     (base, later), (retained, freed, kept_rate, freed_rate) = bases, backward_end
     extra = max(end_work - next_loss, 0.0)  # the embedding's gradient, when larger than the next loss
-    best = Phase(base + logits + next_loss, grads + extra, freed, extra, retained, units[1])  # the last unit's whole working set
+    best = Phase(base + logits + max(next_loss, input_grad), grads + extra, freed, extra, retained, units[1])  # the last unit's working set
     per_own, per_next, per_before, per_grad = units[0]
     for acts, done, own, after, before, grad in t.backward_curve:
         f = min(done / t.params, 1.0)
@@ -242,6 +253,32 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
             phases.append(Phase(later + kept + acts, grads, gone, 0.0, outputs, unit))  # reduce outputs: those of this backward
         best = max([best, *phases], key=held_bytes)
     return best
+
+
+def zero3_units(t: RankSums, parts: tuple[float, float, float, float], unit: float, reduce_input: float) -> tuple[float, float]:
+    """(the largest ZeRO 3 unit working set of any layer's backward, the one at the backward's end) of
+    a native-runtime rank with a :attr:`RankSums.backward_curve`, from the bytes per parameter of
+    ``costmodel.rank_memory._layer_unit_bytes`` (``parts``; ``unit``, both, without a curve).
+
+    A layer's backward holds its own gathered parameters and bf16 gradient, the next unit's
+    prefetched parameters and the previous unit's fp32 reduce-scatter input: the largest unit meets
+    all four (``unit``, ``costmodel.rank_memory.FSDP2_UNIT_BYTES``) only where a unit as large runs
+    before and after it, so the moments' own largest is priced, never above ``unit``. At the end, the
+    chunk's last unit (its first layer) has nothing to prefetch, and ``post_backward`` reshards it
+    before its ``foreach_reduce`` (which first reclaims the previous unit's reduce-scatter input): its
+    fp32 reduce-scatter input (``reduce_input`` bytes per parameter) beside every gradient, its own
+    new (torch 2.13 ``_fsdp_param_group.py``). Measured with torch's tracker on the differential
+    sweep's CNN: tp 2, pp 2, ZeRO 3, one micro-batch (d0170 at seed 1), the last stage peaks at its
+    block's reduce with the 18.25 KiB reduce-scatter input beside the block's new 18.25 KiB gradient
+    and no gathered parameter, where 10 B per parameter beside every gradient priced +21.4 %; dp 4,
+    ZeRO 3, two micro-batches (repro-cnn-dp-zero3): the peak inside the downsampling block's second
+    backward holds its 7.1 KiB of gathered parameters, the prefetched 2.3 KiB and the last block's
+    18.25 KiB reduce-scatter input, where the last block's 10 B per parameter priced +12.3 %."""
+    own, after, before, grad = parts
+    if not t.backward_curve or not any(parts):
+        return unit, unit
+    moments = max(own * p + after * a + before * b + grad * g for *_, p, a, b, g in t.backward_curve)
+    return min(moments, unit), min(reduce_input * last_unit_params(t), unit)
 
 
 def last_unit_params(t: RankSums) -> float:
