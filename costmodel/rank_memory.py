@@ -1,7 +1,6 @@
 """The memory of one pipeline rank in a training step: model states, activations in flight, buffers
 and the GPU-only terms torch's tracker cannot see, at the step's peak phase (end of forward or start of
-backward). Split from ``costmodel.step``, which sums them per rank; every term names its source here.
-"""
+backward). Split from ``costmodel.step``, which sums them per rank; every term names its source here."""
 
 from __future__ import annotations
 
@@ -246,8 +245,7 @@ def rank_gpu_only_bytes(table: CostTable, cfg: ParallelConfig, t: RankSums, rank
       not reused by the activations]; so do the gathered bf16 parameters freed before a peak at the
       end of a backward (:func:`_backward_end_bytes`), which the forward held all at once.
     - ``allocator_loss_block``: the freed bf16 logits' block an eager loss's fp32 backward buffers
-      cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``).
-    """
+      cannot reuse (``EngineTerms.loss_strands_logits``, ``costmodel.memory.stranded_logit_bytes``)."""
     return rank_parts(table, cfg, t, rank)[1]
 
 
