@@ -192,15 +192,15 @@ def rank_parts(table: CostTable, cfg: ParallelConfig, t: RankSums, rank: int) ->
     grads = d[1] + e[1] + held_grad
     held = _held_act_bytes(cfg, t, rank, flight)
     unit = _unit_bytes(cfg, t, terms)
-    parts = _layer_unit_bytes(cfg, terms, unit)  # ZeRO 3 native: the moments' largest unit and the end's (zero3_units)
-    unit, end_unit = zero3_units(t, parts, unit, FSDP2_LOW_ZERO_UNIT_BYTES) if cfg.zero == 3 and terms.engine == "native" else (unit, unit)
+    parts = _layer_unit_bytes(cfg, terms, unit) if terms.engine == "native" else None  # the layer-by-layer moments' unit parts
+    unit, end_unit = zero3_units(t, parts, unit, FSDP2_LOW_ZERO_UNIT_BYTES) if parts is not None and cfg.zero == 3 else (unit, unit)
     apart = terms.unit_apart_from_loss and (cfg.pp == 1 or cfg.num_microbatches == 1)  # resharded after every backward
     loss = _gpipe_loss_bytes(table, cfg, rank, flight)
     phase = backward_start(t, held, grads, unit if apart else None, 0.0 if terms.unit_apart_from_loss else unit)
     phase = phase._replace(acts=phase.acts + loss)
     if terms.grads_freed_each_step:
         end = _backward_end_bytes(cfg, t, terms, d[1] + e[1])
-        curve = (parts, end_unit) if terms.engine == "native" else None
+        curve = (parts, end_unit) if parts is not None else None
         phase = peak_phase(cfg, t, flight, held, grads, end_work, end, _end_unit(cfg, terms, unit), apart,
                            not _keeps_gathered(cfg, terms), curve, _kept_logit_bytes(table, cfg, terms, rank),
                            _nosync_bytes(cfg, t, terms), (loss, _gpipe_loss_bytes(table, cfg, rank, flight - 1)))
