@@ -115,11 +115,22 @@ def worker_phase(hw: Hardware, shape: ModelShape, instance: Instance, workers: i
 
 
 def prefill_per_request(hw: Hardware, shape: ModelShape, instance: Instance, work: Workload,
-                         batch: int, engine: EngineDefaults) -> float:
-    """Seconds of prefill one request costs when prompts are batched into steps of up to
-    ``max_num_tokens`` tokens (a longer prompt runs alone, in chunks)."""
-    chunk = max(work.isl, min(engine.max_num_tokens, batch * work.isl))
+                         prompts: float, engine: EngineDefaults) -> float:
+    """Seconds of prefill one request costs when its step carries ``prompts`` prompts, at most
+    ``max_num_tokens`` tokens of them (a longer prompt runs alone, in chunks)."""
+    chunk = max(work.isl, min(engine.max_num_tokens, prompts * work.isl))
     return prefill_time(hw, shape, instance, chunk, work.isl, work.precision) * work.isl / chunk
+
+
+def prompts_per_prefill_step(batch: int, osl: int) -> float:
+    """Prompts one prefill step of an aggregated instance carries in steady state. By Little's law
+    (L = λW; Little 1961) ``batch`` sequences that each last ``osl`` decode steps finish, and are
+    replaced by new requests, at batch/osl requests per step; an iteration-level scheduler admits
+    the prompts waiting at every step (Yu et al., "Orca", OSDI'22 §3.1; vLLM, SGLang and
+    TensorRT-LLM schedule waiting requests each iteration), so a step carries the ~batch/osl that
+    arrived since the last one, and at least the one prompt that makes it a prefill step. The
+    weights a prefill reads are shared by that many prompts, not by the whole batch."""
+    return max(1.0, batch / max(osl, 1))
 
 
 def _batch(most: int, concurrency: int | None, workers: int) -> int:
@@ -149,7 +160,8 @@ def aggregated(hw: Hardware, shape: ModelShape, instance: Instance, replicas: in
     phase = worker_phase(hw, shape, instance, replicas, work, engine)
     batch = _batch(phase.max_concurrency, concurrency, replicas)
     parts = decode_step_parts(hw, shape, instance, batch, work.isl + work.osl / 2.0, work.precision, work.kv_element_bytes)
-    pre = prefill_per_request(hw, shape, instance, work, batch, engine) + hw.efficiency.request_overhead_us * 1e-6
+    prompts = prompts_per_prefill_step(batch, work.osl)
+    pre = prefill_per_request(hw, shape, instance, work, prompts, engine) + hw.efficiency.request_overhead_us * 1e-6
     cycle = work.osl * token_seconds(work.osl * parts.total + batch * pre, work.osl,
                                      host_step_seconds(engine, instance, batch))
     rate = replicas * batch * work.osl / cycle

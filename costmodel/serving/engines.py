@@ -55,11 +55,24 @@ class EngineDefaults:
     """The routed experts run FlashInfer's trtllm-gen fused MoE (Blackwell only), whose token tile
     follows the tokens per expert (``costmodel.serving.moe.TRTLLM_TILE_ROWS``) rather than a fixed
     16-row block; set by :func:`on_gpu` (TensorRT-LLM's own default MoE backend is CUTLASS, kept at
-    the 16-row block)."""
+    the 16-row block, but for a weight-only MXFP4 checkpoint, ``blackwell_mxfp4_trtllm_moe``)."""
     blackwell_trtllm_moe: bool = False
     """On Blackwell (SM100) GPUs the engine runs an MoE model's experts through TensorRT-LLM's fused
     MoE kernels (FlashInfer's trtllm-gen MoE: routing, grouped GEMMs, finalize), so it launches
     TensorRT-LLM's MoE kernel count (:func:`on_gpu`)."""
+    blackwell_mxfp4_trtllm_moe: bool = False
+    """On Blackwell the engine's default MoE backend for a weight-only MXFP4 checkpoint (gpt-oss) is
+    its trtllm-gen fused MoE, whose token tile follows the tokens per expert (``trtllm_moe_tiles``):
+    TensorRT-LLM's 'Deployment Guide for GPT-OSS on TensorRT-LLM - Blackwell Hardware' (1.2 / 1.4
+    docs, MoE backend support matrix: B200 / GB200, MXFP8 activations, MXFP4 weights, backend TRTLLM
+    for low latency and max throughput; 'For Blackwell, the default MoE backend is TRTLLM')."""
+    dp_moe_allgather: bool = False
+    """Under attention DP the MoE layer all-gathers every rank's (quantised) tokens with their top-k
+    ids and weights, runs the experts on all of them, and reduce-scatters the outputs back to their
+    ranks, instead of an all-to-all dispatch and combine (TensorRT-LLM ``CutlassFusedMoE`` /
+    ``TRTLLMGenFusedMoE`` ``forward_chunk``: ``run_post_quant_allgather`` then
+    ``reducescatter_or_allreduce``; its MNNVL all-to-all needs a multi-node NVLink domain, which a
+    DGX / HGX node is not; :func:`costmodel.serving.comm.dp_gather_scatter`)."""
     blackwell_moe_allreduce_fusion: bool = False
     """On Blackwell the engine also fuses an MoE model's TP all-reduces with the residual add and
     RMSNorm (FlashInfer's TensorRT-LLM all-reduce fusion), dropping the separate add-and-norm."""
@@ -150,7 +163,8 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "8192 and max_num_tokens 8192 (docs/source/performance/perf-overview.md)",
         kernels_per_layer=7, moe_extra_kernels=3, shared_expert_kernels=0, fused_allreduce_norm=True,
         w4_activation="fp8", mxfp4_padding=(128, 128, 256, True), mxfp4_triton_extra_kernels=1,
-        mxfp4_triton_ep_kernels=3, host_us_per_request=TRTLLM_HOST_US_PER_REQUEST,
+        mxfp4_triton_ep_kernels=3, host_us_per_request=TRTLLM_HOST_US_PER_REQUEST, blackwell_mxfp4_trtllm_moe=True,
+        dp_moe_allgather=True,
         kernel_source="TensorRT-LLM PyTorch backend decode under CUDA graphs: qkv GEMM, attention with rotary and KV "
                       "write fused (XQA / trtllm-gen), o_proj, add-RMSNorm, gate_up GEMM with fused SwiGLU, down GEMM, "
                       "add-RMSNorm; with TP the add-RMSNorm runs inside the all-reduce (AllReduceFusionOp."
@@ -170,14 +184,18 @@ and ``shard_and_pad_tensor`` pads the intermediate width to 128 x tp before spli
 (``tensorrt_llm/_torch/modules/fused_moe/fused_moe_triton.py``)."""
 
 
-def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool) -> EngineDefaults:
+def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool, mxfp4_experts: bool = False) -> EngineDefaults:
     """``engine``'s decode kernels for a model on a GPU. On Blackwell an MoE model runs
     TensorRT-LLM's fused MoE where the engine has ``blackwell_trtllm_moe`` (TensorRT-LLM's MoE kernel
     count; vLLM ``mxfp4.py`` ``get_mxfp4_backend`` picks SM100_FI_MXFP4_BF16 there, SGLang
     ``server_args.py`` the ``flashinfer_trtllm`` / ``flashinfer_mxfp4`` runners for DeepSeek-V3/R1
     and gpt-oss on sm100) and, with ``blackwell_moe_allreduce_fusion``, fuses its all-reduces with
     the residual add and RMSNorm (SGLang switches ``enable_flashinfer_allreduce_fusion`` on there).
-    Other engines, GPUs and dense models keep ``engine``."""
+    A weight-only MXFP4 checkpoint (``mxfp4_experts``) on Blackwell takes the trtllm-gen tiles
+    where the engine has ``blackwell_mxfp4_trtllm_moe``. Other engines, GPUs and dense models keep
+    ``engine``."""
+    if blackwell and moe_model and mxfp4_experts and engine.blackwell_mxfp4_trtllm_moe:
+        return replace(engine, trtllm_moe_tiles=True)
     if not (blackwell and moe_model and engine.blackwell_trtllm_moe):
         return engine
     fused = engine.fused_allreduce_norm or engine.blackwell_moe_allreduce_fusion

@@ -108,8 +108,9 @@ class ServingEfficiency(BaseModel):
     """Efficiency constants of the serving model, fitted by ``bench/serving_fidelity.py --fit`` on
     the shared published serving runs (``planner/reference/serving_runs.csv``) and nothing else
     (mean absolute log error, coordinate search). The defaults below are that fit: 136 stated rows,
-    median |error| 6.6 %, p90 19.0 %, bias +2.6 %. Everything else in the decode step is priced from
-    its mechanism with a cited constant: the engines' all-reduce algorithms
+    median |error| 6.6 %, p90 19.0 %, bias +2.6 % when fitted; 6.4 %, 17.3 %, -0.5 % with the
+    attention-DP gather and one prompt per prefill step below osl in flight, not refitted.
+    Everything else in the decode step is priced from its mechanism with a cited constant: the engines' all-reduce algorithms
     (:mod:`costmodel.serving.allreduce`), the kernels per layer (``engines.EngineDefaults``), MoE
     experts touched (:mod:`costmodel.serving.moe`), the HBM rate by transfer size
 (:mod:`costmodel.serving.hbm`), sliding windows and MLA (``shape``)."""

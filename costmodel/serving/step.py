@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from costmodel.kernels import attention_time, gemm_time
 from costmodel.precision import fp8_gemm_speedup
 from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
-from costmodel.serving.comm import ep_all_to_all, pp_hand_off
+from costmodel.serving.comm import dispatch_element_bytes, dp_gather_scatter, ep_all_to_all, gathers_for_dp, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, expert_stream_rate, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
@@ -157,12 +157,17 @@ def weights_bytes_per_gpu(shape: ModelShape, instance: Instance, precision: Weig
     return blocks * weight_bytes(precision, mx) + edges * EMBEDDING_BYTES
 
 
-def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: float) -> float:
-    """TP all-reduces (the engine's algorithm, :mod:`costmodel.serving.allreduce`), or EP
-    all-to-alls under attention DP, of one block for ``tokens`` tokens."""
-    h, engine = block.layer.hidden_size, hw.engine.name
+def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: float, precision: WeightPrecision) -> float:
+    """TP all-reduces (the engine's algorithm, :mod:`costmodel.serving.allreduce`), or under attention
+    DP the MoE layer's EP all-to-alls or the engine's all-gather and reduce-scatter
+    (:func:`costmodel.serving.comm.gathers_for_dp`), for ``tokens`` tokens."""
+    h, engine, k = block.layer.hidden_size, hw.engine.name, block.layer.moe_top_k
+    if instance.attention_dp and block.layer.is_moe and gathers_for_dp(hw.engine.dp_moe_allgather, hw.cluster, instance.ep, k):
+        fp4_cores = hw.rates.peak_fp4_tflops is not None
+        element = dispatch_element_bytes(precision, hw.fp4_experts_only, fp4_cores, hw.fp8_block_scaled)
+        return dp_gather_scatter(hw.cluster, instance.tp, tokens, h, k, element)
     if instance.attention_dp and block.layer.is_moe:
-        return ep_all_to_all(hw.cluster, instance.tp, tokens / instance.tp, h, block.layer.moe_top_k)
+        return ep_all_to_all(hw.cluster, instance.tp, tokens / instance.tp, h, k)
     if instance.attention_dp:  # gather before and scatter after the dense MLP
         return decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
     return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
@@ -181,14 +186,12 @@ def mla_extra_kernels(block: BlockShape) -> int:
 
 
 def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance) -> bool:
-    """A shared expert launches kernels of its own beside the routed experts: the engine runs it in
-    series (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which
-    it does only for a shared expert as wide as a routed one at ep 1
-    (``EngineDefaults.fuses_shared_expert``), and not through TensorRT-LLM's fused MoE
-    (``EngineDefaults.trtllm_moe_tiles``), which routes inside the kernel from the router logits of
-    the routed experts alone (FlashInfer ``trtllm_fp4_block_scale_moe`` / ``trtllm_fp8_block_scale_moe``
-    take ``routing_logits`` and the DeepSeek-V3 grouped top-k), leaving no slot for an always-on
-    expert."""
+    """A shared expert launches kernels of its own beside the routed experts: the engine runs it in series
+    (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which it does only for a
+    shared expert as wide as a routed one at ep 1 (``EngineDefaults.fuses_shared_expert``), and not through
+    TensorRT-LLM's fused MoE (``EngineDefaults.trtllm_moe_tiles``), which routes inside the kernel from the router
+    logits of the routed experts alone (FlashInfer ``trtllm_fp4_block_scale_moe`` / ``trtllm_fp8_block_scale_moe``
+    take ``routing_logits`` and the DeepSeek-V3 grouped top-k), leaving no slot for an always-on expert."""
     layer, engine = block.layer, hw.engine
     if not (layer.is_moe and layer.shared_expert_ffn_hidden_size and engine.shared_expert_kernels):
         return False
@@ -198,13 +201,12 @@ def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance)
 
 
 def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
-    """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a
-    decode layer (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
-    ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM
-    ``fp8_quantize_1x128`` before ``fp8_block_scaling_gemm``, and the fused MoE quantises both of
-    its GEMMs' inputs. One per attention projection input (MLA: the fused q/kv down-projection, the
-    query up-projection, the output projection; GQA: QKV and output), two for a dense MLP, two for
-    the routed experts and two for a shared expert the engine runs in series."""
+    """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a decode layer
+    (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
+    ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM ``fp8_quantize_1x128`` before
+    ``fp8_block_scaling_gemm``, and the fused MoE quantises both of its GEMMs' inputs. One per attention projection
+    input (MLA: the fused q/kv down-projection, the query up-projection, the output projection; GQA: QKV and
+    output), two for a dense MLP, two for the routed experts and two for a shared expert the engine runs in series."""
     if not hw.fp8_block_scaled:
         return 0
     layer = block.layer
@@ -216,14 +218,13 @@ def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance
 
 
 def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision = "bf16") -> int:
-    """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``,
-    plus the MoE and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's
-    activation quantisers, :func:`activation_quant_kernels`); an engine that
-    fuses the residual add and RMSNorm into the all-reduce drops the two add-and-norm kernels when
-    the layer has TP all-reduces. An MoE layer on the ``triton_kernels`` path (:func:`triton_mxfp4_moe`)
-    launches :data:`TRITON_MOE_KERNELS` plus the engine's own around it
-    (``EngineDefaults.mxfp4_triton_extra_kernels``, and ``mxfp4_triton_ep_kernels`` under expert
-    parallelism) instead of its fused MoE's."""
+    """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``, plus the MoE
+    and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's activation quantisers,
+    :func:`activation_quant_kernels`); an engine that fuses the residual add and RMSNorm into the all-reduce drops
+    the two add-and-norm kernels when the layer has TP all-reduces. An MoE layer on the ``triton_kernels`` path
+    (:func:`triton_mxfp4_moe`) launches :data:`TRITON_MOE_KERNELS` plus the engine's own around it
+    (``EngineDefaults.mxfp4_triton_extra_kernels``, and ``mxfp4_triton_ep_kernels`` under expert parallelism)
+    instead of its fused MoE's."""
     engine, layer = hw.engine, block.layer
     moe = engine.moe_extra_kernels
     if triton_mxfp4_moe(hw, precision):
@@ -353,17 +354,17 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
     overhead = layer_kernels(hw, block, instance, precision) * kernel_floor_us(hw.cluster) * 1e-6
     overhead += mla_decode_floor(hw, block)
-    return parts + StepParts(comm=_block_comm(hw, block, instance, batch), overhead=overhead)
+    return parts + StepParts(comm=_block_comm(hw, block, instance, batch, precision), overhead=overhead)
 
 
 def mla_decode_floor(hw: Hardware, block: BlockShape) -> float:
-    """Seconds an MLA layer's decode attention call costs beyond the generic kernel floor where the
-    GPU's engines run a measured MLA kernel (``LowPrecisionRates.mla_decode_floor_us``: AMD's aiter
-    ``mla_decode_fwd``, a split-KV ASM kernel and its reduce, behind SGLang's ``aiter`` attention
-    backend, python/sglang/srt/layers/attention/aiter_backend.py; vLLM's ROCm MLA backends, the
-    same kernel or a split-KV pair of Triton kernels, are taken to cost the same [assumption]): its
-    measured time at one short sequence, less the floor :func:`layer_kernels` already counts for
-    it (the attention is one of ``EngineDefaults.kernels_per_layer``); 0 elsewhere."""
+    """Seconds an MLA layer's decode attention call costs beyond the generic kernel floor where the GPU's engines run a
+    measured MLA kernel (``LowPrecisionRates.mla_decode_floor_us``: AMD's aiter ``mla_decode_fwd``, a split-KV ASM
+    kernel and its reduce, behind SGLang's ``aiter`` attention backend,
+    python/sglang/srt/layers/attention/aiter_backend.py; vLLM's ROCm MLA backends, the same kernel or a split-KV
+    pair of Triton kernels, are taken to cost the same [assumption]): its measured time at one short sequence, less
+    the floor :func:`layer_kernels` already counts for it (the attention is one of
+    ``EngineDefaults.kernels_per_layer``); 0 elsewhere."""
     floor = hw.rates.mla_decode_floor_us
     if floor is None or not block.layer.is_mla:
         return 0.0
@@ -429,7 +430,7 @@ def prefill_time(hw: Hardware, shape: ModelShape, instance: Instance, tokens: fl
         rest += routed_row_bytes(block, instance, tokens) / bandwidth
         slowest = eff.moe_imbalance if block.layer.is_moe and instance.ep > 1 else 1.0
         gemms = max(slowest * gemms, prefill_weight_bytes(hw, block, instance, tokens, precision) / bandwidth)
-        total += block.count * (gemms + slowest * (rest + _block_comm(hw, block, instance, tokens)))
+        total += block.count * (gemms + slowest * (rest + _block_comm(hw, block, instance, tokens, precision)))
     total += head_time(hw, shape, instance, tokens / max(prompt, 1.0))
     if instance.pp > 1:
         total += (instance.pp - 1) * pp_hand_off(hw.cluster, tokens, shape.hidden_size)

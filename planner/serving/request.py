@@ -98,7 +98,8 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     if problems:
         raise InputError(*problems)
     blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
-    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks))
+    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks),
+                     precision == "fp4" and fp4_experts_only(spec.name))
     hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=kernels,
                   fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
                   fp4_moe_only=precision == "fp4" and fp4_moe_only(spec.name),

@@ -16,6 +16,7 @@ from costmodel.serving.deployment import (
     Workload,
     prefill_per_request,
     prefill_queue_wait,
+    prompts_per_prefill_step,
     worker_phase,
 )
 from costmodel.serving.engines import EngineDefaults
@@ -109,7 +110,8 @@ def _aggregated(ctx: _Ctx, inst: Instance, most: int) -> list[Candidate]:
     ttft_alone = prefill_time(ctx.hw, ctx.shape, inst, work.isl, work.isl, work.precision)
     out = []
     for b, step in _decode_points(ctx, inst, most):
-        pre = prefill_per_request(ctx.hw, ctx.shape, inst, work, b, ctx.engine) + eff.request_overhead_us * 1e-6
+        prompts = prompts_per_prefill_step(b, work.osl)
+        pre = prefill_per_request(ctx.hw, ctx.shape, inst, work, prompts, ctx.engine) + eff.request_overhead_us * 1e-6
         tpot = token_seconds(work.osl * step + b * pre, work.osl, host_step_seconds(ctx.engine, inst, b))
         cycle = work.osl * tpot
         ttft = ttft_alone + step

@@ -7,11 +7,18 @@ import pytest
 from costmodel.comm import all_reduce, place_group, send_recv
 from costmodel.serving.allreduce import decode_all_reduce, nccl_ring
 from costmodel.serving.comm import kv_transfer
-from costmodel.serving.deployment import Workload, admission_wait, aggregated, disaggregated
+from costmodel.serving.deployment import (
+    Workload,
+    admission_wait,
+    aggregated,
+    disaggregated,
+    prefill_per_request,
+    prompts_per_prefill_step,
+)
 from costmodel.serving.engines import DEFAULTS
 from costmodel.serving.shape import model_shape
 from costmodel.serving.specs import Instance, LowPrecisionRates, ServingEfficiency
-from costmodel.serving.step import Hardware, decode_step_time, weights_bytes_per_gpu
+from costmodel.serving.step import Hardware, decode_step_parts, decode_step_time, prefill_time, weights_bytes_per_gpu
 from planner.intake.arguments import resolve_cluster_arg, resolve_model_arg
 
 
@@ -131,3 +138,25 @@ def test_requests_beyond_the_kv_cache_wait_for_a_slot_by_littles_law() -> None:
     requests_per_s = over.output_tokens_per_s / work.osl
     in_system = over.ttft_s - fits.ttft_s + over.tpot_s * work.osl
     assert in_system == pytest.approx(asked / requests_per_s)
+
+
+def test_a_prefill_step_carries_the_prompts_that_arrived_since_the_last_step() -> None:
+    """Little's law: b sequences of osl steps each are replaced at b/osl per step, so below osl in flight a
+    prefill step carries one prompt and pays its weight reads alone; at 4 x osl it carries four."""
+    assert prompts_per_prefill_step(128, 1024) == 1.0
+    assert prompts_per_prefill_step(4096, 1024) == 4.0
+    hw, work, inst = _hw("dgx-h100"), Workload(1024, 1024, "fp8", 1.0), Instance(tp=4)
+    alone = prefill_time(hw, LLAMA70B, inst, 1024, 1024, "fp8")
+    assert prefill_per_request(hw, LLAMA70B, inst, work, 1.0, DEFAULTS["vllm"]) == pytest.approx(alone)
+    four = prefill_time(hw, LLAMA70B, inst, 4096, 1024, "fp8") / 4
+    assert prefill_per_request(hw, LLAMA70B, inst, work, 4.0, DEFAULTS["vllm"]) == pytest.approx(four)
+    assert four < alone
+
+
+def test_aggregated_cycle_prices_one_prompt_per_prefill_step_below_osl_in_flight() -> None:
+    """128 sequences of 1,024 tokens: the cycle is osl decode steps plus 128 prefills of one prompt each."""
+    hw, work, inst = _hw("dgx-h100"), Workload(1024, 1024, "fp8", 1.0), Instance(tp=4)
+    est = aggregated(hw, LLAMA70B, inst, 1, work, DEFAULTS["vllm"], concurrency=128)
+    step = decode_step_parts(hw, LLAMA70B, inst, 128, 1024 + 512, "fp8", 1.0).total
+    pre = prefill_time(hw, LLAMA70B, inst, 1024, 1024, "fp8") + hw.efficiency.request_overhead_us * 1e-6
+    assert est.tpot_s == pytest.approx((1024 * step + 128 * pre) / 1024)

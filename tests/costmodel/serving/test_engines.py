@@ -18,3 +18,13 @@ def test_moe_models_on_blackwell_run_tensorrt_llm_kernels() -> None:
     assert vllm.moe_extra_kernels == DEFAULTS["trtllm"].moe_extra_kernels and not vllm.fused_allreduce_norm
     assert vllm.trtllm_moe_tiles and blackwell.trtllm_moe_tiles and not DEFAULTS["vllm"].trtllm_moe_tiles
 
+
+
+def test_tensorrt_llm_runs_mxfp4_experts_through_its_trtllm_moe_on_blackwell() -> None:
+    """TensorRT-LLM's GPT-OSS deployment guide: on Blackwell the default MoE backend for MXFP4 experts is
+    TRTLLM (trtllm-gen tiles); elsewhere, and for other checkpoints, its CUTLASS 16-row block stays."""
+    trt = DEFAULTS["trtllm"]
+    assert on_gpu(trt, blackwell=True, moe_model=True, mxfp4_experts=True).trtllm_moe_tiles
+    assert on_gpu(trt, blackwell=True, moe_model=True) == trt
+    assert on_gpu(trt, blackwell=False, moe_model=True, mxfp4_experts=True) == trt
+    assert not trt.trtllm_moe_tiles
