@@ -1,7 +1,7 @@
-"""The README's search-speed table and serving-fidelity block, written by the benches and checked
-against a fresh run.
+"""The README's search-speed table, serving-fidelity block and serve-plan transcript, written by the
+benches (and the CLI) and checked against a fresh run.
 
-Usage: python bench/readme_figures.py [--check] [--tables search,serving] [--cases 1,4,6] [--targets native,megatron,...] [--readme PATH]
+Usage: python bench/readme_figures.py [--check] [--tables search,serving,transcript] [--cases 1,4,6] [--targets native,megatron,...] [--readme PATH]
 
 Without ``--check`` it runs ``bench/search_speed.py``'s six cases (``measure``: ``meshplan plan`` in a
 fresh process, as a user runs it) on the default target, ``native``, and on megatron, torchtitan and
@@ -19,6 +19,11 @@ The serving-fidelity block (``--tables serving``, between :data:`SERVING_BEGIN` 
 :data:`SERVING_END`) is ``bench/serving_fidelity.py``'s whole output, each published row priced on
 its own engine (the CSV's ``engine`` column: TensorRT-LLM for every row stated today); it is
 deterministic, so ``--check`` compares it line by line (a second or two of CPU).
+
+The serve-plan transcript (``--tables transcript``, between :data:`TRANSCRIPT_BEGIN` and
+:data:`TRANSCRIPT_END`) is what a user sees on stdout when running :data:`TRANSCRIPT`'s commands one
+after another in an empty directory (``cli.py`` in a fresh process each; the ``wrote`` notices go to
+stderr and are left out); it is deterministic too and compared line by line.
 """
 
 from __future__ import annotations
@@ -39,7 +44,15 @@ BEGIN = "<!-- readme_figures: search-speed begin -->"
 END = "<!-- readme_figures: search-speed end -->"
 SERVING_BEGIN = "<!-- readme_figures: serving-fidelity begin -->"
 SERVING_END = "<!-- readme_figures: serving-fidelity end -->"
-TABLES = ("search", "serving")
+TRANSCRIPT_BEGIN = "<!-- readme_figures: serve-plan transcript begin -->"
+TRANSCRIPT_END = "<!-- readme_figures: serve-plan transcript end -->"
+TRANSCRIPT = (
+    ("serve-plan --model llama3.1-70b --cluster dgx-h100 --gpus 8 --isl 1000 --osl 1000 \\\n"
+     "      --ttft-ms 1000 --tpot-ms 50 --precision fp8 -o serving.json"),
+    "export serving.json --to vllm -o serve.sh",
+)
+"""The README's serving example: each command as the README shows it after ``$ meshplan``."""
+TABLES = ("search", "serving", "transcript")
 TARGETS = ("native", "megatron", "torchtitan", "deepspeed")
 DEFAULT_TARGET = "native"
 FAST_CASES = (1, 4, 6)
@@ -147,22 +160,48 @@ def serving_block() -> str:
     return "\n".join([SERVING_BEGIN, "```", proc.stdout.rstrip("\n"), "```", SERVING_END])
 
 
+def transcript_block() -> str:
+    """:data:`TRANSCRIPT`'s commands and their stdout in a code block, with its markers, as run in a
+    fresh empty directory (a failing command's exit code is written after its output)."""
+    lines = [TRANSCRIPT_BEGIN, "```"]
+    with tempfile.TemporaryDirectory() as tmp:
+        for shown in TRANSCRIPT:
+            args = shown.replace("\\\n", " ").split()
+            proc = subprocess.run([sys.executable, str(REPO / "cli.py"), *args], cwd=tmp, capture_output=True, text=True, check=False)
+            lines.append(f"$ meshplan {shown}")
+            lines += proc.stdout.rstrip("\n").splitlines()
+            if proc.returncode:
+                lines.append(f"(exit {proc.returncode})")
+    return "\n".join(lines + ["```", TRANSCRIPT_END])
+
+
+def block_differences(readme: str, fresh: str, begin: str = SERVING_BEGIN, end: str = SERVING_END,
+                      what: str = "serving fidelity") -> list[str]:
+    """One line per line of the README's block between ``begin`` and ``end`` the fresh run does not print."""
+    if begin not in readme or end not in readme:
+        return [f"the README has no {what} block between {begin!r} and {end!r}"]
+    recorded = readme[readme.index(begin):readme.index(end) + len(end)].splitlines()
+    printed = fresh.splitlines()
+    out = [f"{what}, line {i + 1}: README says {a!r}, the bench prints {b!r}" for i, (a, b) in enumerate(zip(recorded, printed)) if a != b]
+    if len(recorded) != len(printed):
+        out.append(f"{what}: README has {len(recorded)} lines, the bench prints {len(printed)}")
+    return out
+
+
 def serving_differences(readme: str, fresh: str) -> list[str]:
     """One line per line of the README's serving-fidelity block the fresh run does not print."""
-    if SERVING_BEGIN not in readme or SERVING_END not in readme:
-        return [f"the README has no serving-fidelity block between {SERVING_BEGIN!r} and {SERVING_END!r}"]
-    recorded = readme[readme.index(SERVING_BEGIN):readme.index(SERVING_END) + len(SERVING_END)].splitlines()
-    printed = fresh.splitlines()
-    out = [f"serving fidelity, line {i + 1}: README says {a!r}, the bench prints {b!r}" for i, (a, b) in enumerate(zip(recorded, printed)) if a != b]
-    if len(recorded) != len(printed):
-        out.append(f"serving fidelity: README has {len(recorded)} lines, the bench prints {len(printed)}")
-    return out
+    return block_differences(readme, fresh)
+
+
+def transcript_differences(readme: str, fresh: str) -> list[str]:
+    """One line per line of the README's serve-plan transcript the fresh run does not print."""
+    return block_differences(readme, fresh, TRANSCRIPT_BEGIN, TRANSCRIPT_END, "serve-plan transcript")
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the README instead of rewriting it")
-    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run: search, serving (default: both)")
+    parser.add_argument("--tables", default=",".join(TABLES), help="tables to run: search, serving, transcript (default: all)")
     parser.add_argument("--cases", default="", help="search-speed case numbers to run, e.g. 1,4,6 (default: all six)")
     parser.add_argument("--targets", default=",".join(TARGETS), help="search-speed targets to run (default: all four)")
     parser.add_argument("--readme", default=str(REPO / "README.md"))
@@ -180,6 +219,7 @@ def main(argv: list[str]) -> int:
     readme = path.read_text(encoding="utf-8")
     measured = measure_all(numbers, targets) if "search" in tables else {}
     serving = serving_block() if "serving" in tables else ""
+    transcript = transcript_block() if "transcript" in tables else ""
     if not args.check:
         if measured:
             readme = rewrite(readme, render(measured))
@@ -187,10 +227,14 @@ def main(argv: list[str]) -> int:
         if serving:
             readme = rewrite(readme, serving, SERVING_BEGIN, SERVING_END)
             print(serving)
+        if transcript:
+            readme = rewrite(readme, transcript, TRANSCRIPT_BEGIN, TRANSCRIPT_END)
+            print(transcript)
         path.write_text(readme, encoding="utf-8")
         return 0
     found = differences(readme, measured) if measured else []
     found += serving_differences(readme, serving) if serving else []
+    found += transcript_differences(readme, transcript) if transcript else []
     for line in found:
         print(line)
     scope = f" (search cases {','.join(map(str, numbers))}; targets {','.join(targets)})" if measured else ""

@@ -4,7 +4,8 @@ CI reruns the fast cases (GPT-3 175B, Mixtral 8x7B, the alternating model; about
 default target, native, and compares status, gap, step and candidates exactly and the times within
 the noise band; the other targets and the slow cases are checked by running the bench itself
 (``python bench/readme_figures.py --check``, a few minutes). The serving-fidelity block is
-``bench/serving_fidelity.py``'s output, compared line by line (about 2 s of CPU).
+``bench/serving_fidelity.py``'s output, compared line by line (about 2 s of CPU), and so is the serve-plan
+transcript (the CLI run in a fresh directory, about 3 s).
 """
 
 from __future__ import annotations
@@ -86,3 +87,24 @@ def test_an_edited_serving_figure_is_found(serving: str) -> None:
     found = rf.serving_differences(edited, serving)
     assert len(found) == 1 and "all rows" in found[0]
     assert rf.serving_differences(readme.replace(rf.SERVING_BEGIN, ""), serving)  # no block: a difference, not a pass
+
+
+@pytest.fixture(scope="module")
+def transcript() -> str:
+    return rf.transcript_block()
+
+
+def test_the_readme_serve_plan_transcript_matches_a_fresh_run(transcript: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert rf.transcript_differences(readme, transcript) == []
+    assert "(exit" not in transcript and "output tokens/s per GPU" in transcript
+
+
+def test_an_edited_transcript_figure_is_found(transcript: str) -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index(rf.TRANSCRIPT_BEGIN):readme.index(rf.TRANSCRIPT_END)]
+    line = next(x for x in block.splitlines() if x.startswith("TPOT"))
+    edited = readme.replace(line, line.replace(" ms", "1 ms", 1))  # a TPOT the CLI never printed
+    assert edited != readme
+    found = rf.transcript_differences(edited, transcript)
+    assert len(found) == 1 and "TPOT" in found[0] and "serve-plan transcript" in found[0]
