@@ -48,6 +48,14 @@ class EngineDefaults:
     kernels (SGLang ``DeepseekV2ForCausalLM.determine_num_fused_shared_experts``, on by default for
     DeepSeek-V3 / R1's one shared expert, off under expert parallelism; sgl-project/sglang PR 4918),
     in its own fused MoE only (``costmodel.serving.step.shared_expert_in_series``)."""
+    shared_expert_stream_tokens: int = 0
+    """Below this many tokens per forward step the engine runs a shared expert it did not fold into the fused MoE on
+    a second CUDA stream beside the routed experts, so its kernels leave the step's critical path (its weights still
+    stream); 0: never. SGLang 1024: ``DeepseekV2MoE.forward`` takes ``forward_normal_dual_stream`` when ``alt_stream``
+    is set (CUDA only, ``torch.cuda.Stream()`` in ``DeepseekV2Model``; None on ROCm), no shared expert is fused
+    (``num_fused_shared_experts == 0``) and the batch holds at most ``DUAL_STREAM_TOKEN_THRESHOLD`` = 1024 tokens
+    (python/sglang/srt/models/deepseek_v2.py; ``Llama4MoE._forward_core`` overlaps its shared expert on CUDA the same
+    way, ``_forward_core_shared_routed_overlap``, python/sglang/srt/models/llama4.py)."""
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
@@ -146,7 +154,8 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "chunked_prefill_size 8192, max_running_requests derived from the KV pool (capped here at 4096) "
                "(python/sglang/srt/server_args.py)",
         kernels_per_layer=9, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
-        blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True, kv_auto_from_checkpoint=True,
+        blackwell_moe_allreduce_fusion=True, fuses_shared_expert=True, shared_expert_stream_tokens=1024,
+        kv_auto_from_checkpoint=True,
         mxfp4_padding=(32, 1, 1, False),
         kernel_source="SGLang Llama decode under CUDA graphs: fused add-RMSNorm x2, qkv GEMM, rotary fused with the "
                       "KV write (FlashInfer / FA3 backends), attention, o_proj, gate_up GEMM, SiluAndMul, down GEMM "
@@ -182,6 +191,13 @@ matrix: H200, BF16 activations, MXFP4 weights), whose ``TritonMXFP4FusedMoEMetho
 hidden width to ``k_alignment`` 128 as a reduction dimension and to ``n_alignment`` 256 as an output,
 and ``shard_and_pad_tensor`` pads the intermediate width to 128 x tp before splitting it
 (``tensorrt_llm/_torch/modules/fused_moe/fused_moe_triton.py``)."""
+
+
+def shared_expert_overlapped(engine: EngineDefaults, platform: str, tokens: float | None) -> bool:
+    """The engine runs an unfolded shared expert on a second stream for a step of ``tokens`` tokens per GPU
+    (:attr:`EngineDefaults.shared_expert_stream_tokens`; CUDA only; None: a step below the threshold)."""
+    limit = engine.shared_expert_stream_tokens
+    return limit > 0 and platform != "rocm" and (tokens is None or tokens <= limit)
 
 
 def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool, mxfp4_experts: bool = False) -> EngineDefaults:

@@ -18,7 +18,7 @@ from costmodel.kernels import attention_time, gemm_time
 from costmodel.precision import fp8_gemm_speedup
 from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
 from costmodel.serving.comm import dispatch_element_bytes, dp_gather_scatter, ep_all_to_all, gathers_for_dp, pp_hand_off
-from costmodel.serving.engines import DEFAULTS, EngineDefaults
+from costmodel.serving.engines import DEFAULTS, EngineDefaults, shared_expert_overlapped
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, expert_stream_rate, stream_seconds
 from costmodel.serving.kvcache import block_kv_bytes_per_token
 from costmodel.serving.moe import (busiest_rank_experts, fused_moe_prefill_seconds, mxfp4_padding_factor, padded_expert_rows,
@@ -34,8 +34,8 @@ from costmodel.serving.specs import (
 from costmodel.specs import ClusterSpec
 
 EMBEDDING_BYTES = 2.0
-"""Embedding and output head stay bf16 in FP8 and FP4 checkpoints (NVIDIA ModelOpt quantises the
-blocks' linear layers; ``lm_head`` is excluded by default)."""
+"""Embedding and output head stay bf16 in FP8 and FP4 checkpoints (NVIDIA ModelOpt quantises the blocks' linear layers;
+``lm_head`` is excluded by default)."""
 
 
 @dataclass(frozen=True)
@@ -185,22 +185,22 @@ def mla_extra_kernels(block: BlockShape) -> int:
     return 3 + (2 if layer.q_lora_rank else 0)
 
 
-def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance) -> bool:
-    """A shared expert launches kernels of its own beside the routed experts: the engine runs it in series
-    (``EngineDefaults.shared_expert_kernels``) and does not fold it into the fused MoE, which it does only for a
-    shared expert as wide as a routed one at ep 1 (``EngineDefaults.fuses_shared_expert``), and not through
-    TensorRT-LLM's fused MoE (``EngineDefaults.trtllm_moe_tiles``), which routes inside the kernel from the router
-    logits of the routed experts alone (FlashInfer ``trtllm_fp4_block_scale_moe`` / ``trtllm_fp8_block_scale_moe``
-    take ``routing_logits`` and the DeepSeek-V3 grouped top-k), leaving no slot for an always-on expert."""
+def shared_expert_in_series(hw: Hardware, block: BlockShape, instance: Instance, tokens: float | None = None) -> bool:
+    """A shared expert launches kernels of its own on the step's critical path: the engine runs it in series
+    (``EngineDefaults.shared_expert_kernels``), not on a second stream for ``tokens`` tokens per GPU (``engines.
+    shared_expert_overlapped``), and does not fold it into the fused MoE, which it does only for a shared expert as
+    wide as a routed one at ep 1 (``EngineDefaults.fuses_shared_expert``), and not through TensorRT-LLM's fused MoE
+    (``trtllm_moe_tiles``), which routes in-kernel from the routed experts' logits alone (FlashInfer
+    ``trtllm_fp4/fp8_block_scale_moe`` take ``routing_logits`` and the DeepSeek-V3 grouped top-k)."""
     layer, engine = block.layer, hw.engine
     if not (layer.is_moe and layer.shared_expert_ffn_hidden_size and engine.shared_expert_kernels):
         return False
     same_width = layer.shared_expert_ffn_hidden_size == layer.ffn_hidden_size
     folded = engine.fuses_shared_expert and not engine.trtllm_moe_tiles and instance.ep == 1 and same_width
-    return not folded
+    return not folded and not shared_expert_overlapped(engine, hw.rates.platform, tokens)
 
 
-def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance) -> int:
+def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance, tokens: float | None = None) -> int:
     """Kernels that quantise a GEMM input per 1 x 128 group before each block-scaled FP8 GEMM of a decode layer
     (``Hardware.fp8_block_scaled``): vLLM / SGLang ``apply_w8a8_block_fp8_linear`` call
     ``per_token_group_quant_fp8`` before ``w8a8_block_fp8_matmul``, TensorRT-LLM ``fp8_quantize_1x128`` before
@@ -213,11 +213,12 @@ def activation_quant_kernels(hw: Hardware, block: BlockShape, instance: Instance
     attention = 3 if layer.is_mla else 2
     if not layer.is_moe:
         return attention + 2
-    shared = 2 if shared_expert_in_series(hw, block, instance) else 0
+    shared = 2 if shared_expert_in_series(hw, block, instance, tokens) else 0
     return attention + 2 + shared
 
 
-def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision = "bf16") -> int:
+def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision: WeightPrecision = "bf16",
+                  tokens: float | None = None) -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``, plus the MoE
     and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's activation quantisers,
     :func:`activation_quant_kernels`); an engine that fuses the residual add and RMSNorm into the all-reduce drops
@@ -230,8 +231,8 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision
     if triton_mxfp4_moe(hw, precision):
         moe = TRITON_MOE_KERNELS + engine.mxfp4_triton_extra_kernels + (engine.mxfp4_triton_ep_kernels if instance.ep > 1 else 0)
     kernels = engine.kernels_per_layer + (moe if layer.is_moe else 0) + mla_extra_kernels(block)
-    kernels += activation_quant_kernels(hw, block, instance)
-    if shared_expert_in_series(hw, block, instance):
+    kernels += activation_quant_kernels(hw, block, instance, tokens)
+    if shared_expert_in_series(hw, block, instance, tokens):
         kernels += engine.shared_expert_kernels
     if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
         kernels -= 2
@@ -352,7 +353,7 @@ def decode_block_parts(hw: Hardware, block: BlockShape, instance: Instance, batc
         parts = parts + StepParts.kernel(stream_seconds(expert_bytes, EXPERT_GEMMS, expert_rate), skew * expert_seconds, ridge)
         routed = routed_row_bytes(block, instance, batch)
         parts = parts + StepParts.kernel(stream_seconds(routed, 2, bandwidth), 0.0)
-    overhead = layer_kernels(hw, block, instance, precision) * kernel_floor_us(hw.cluster) * 1e-6
+    overhead = layer_kernels(hw, block, instance, precision, seqs) * kernel_floor_us(hw.cluster) * 1e-6
     overhead += mla_decode_floor(hw, block)
     return parts + StepParts(comm=_block_comm(hw, block, instance, batch, precision), overhead=overhead)
 

@@ -207,14 +207,37 @@ def test_sglang_folds_deepseeks_shared_expert_into_the_fused_moe_only_at_ep_1() 
     moe = next(b for b in shape.blocks if b.layer.is_moe)
     sgl = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["sglang"], fp8_block_scaled=True)
     vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
-    assert shared_expert_in_series(vllm, moe, Instance(tp=8)) and not shared_expert_in_series(sgl, moe, Instance(tp=8))
-    assert shared_expert_in_series(sgl, moe, Instance(tp=8, ep=8))
-    folded, series = layer_kernels(sgl, moe, Instance(tp=8)), layer_kernels(sgl, moe, Instance(tp=8, ep=8))
+    big = DEFAULTS["sglang"].shared_expert_stream_tokens + 1  # above SGLang's dual-stream threshold
+    assert shared_expert_in_series(vllm, moe, Instance(tp=8)) and not shared_expert_in_series(sgl, moe, Instance(tp=8), big)
+    assert shared_expert_in_series(sgl, moe, Instance(tp=8, ep=8), big)
+    folded = layer_kernels(sgl, moe, Instance(tp=8), "fp8", big)
+    series = layer_kernels(sgl, moe, Instance(tp=8, ep=8), "fp8", big)
     assert series - folded == DEFAULTS["sglang"].shared_expert_kernels + 2
     b200 = resolve_cluster_arg("dgx-b200")
     blackwell = Hardware(b200, low_precision_rates(load_gpu("b200")), ServingEfficiency(),
                          on_gpu(DEFAULTS["sglang"], blackwell=True, moe_model=True))
-    assert shared_expert_in_series(blackwell, moe, Instance(tp=8))  # TensorRT-LLM's fused MoE routes in-kernel
+    assert shared_expert_in_series(blackwell, moe, Instance(tp=8), big)  # TensorRT-LLM's fused MoE routes in-kernel
+
+
+def test_sglang_overlaps_an_unfolded_shared_expert_on_a_second_stream_for_small_steps_on_cuda() -> None:
+    """SGLang's DeepSeek MoE runs a shared expert it did not fold on a second CUDA stream beside the routed experts
+    for steps of at most 1,024 tokens (``forward_normal_dual_stream``): its kernels leave the critical path there,
+    not above the threshold, not on ROCm (no ``alt_stream``), and vLLM keeps it in series."""
+    shape = model_shape(resolve_model_arg("deepseek-r1"))
+    moe = next(b for b in shape.blocks if b.layer.is_moe)
+    sgl = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["sglang"], fp8_block_scaled=True)
+    vllm = Hardware(H100.cluster, H100.rates, H100.efficiency, DEFAULTS["vllm"], fp8_block_scaled=True)
+    limit, ep8 = DEFAULTS["sglang"].shared_expert_stream_tokens, Instance(tp=8, ep=8)
+    assert limit == 1024
+    assert not shared_expert_in_series(sgl, moe, ep8, 64) and not shared_expert_in_series(sgl, moe, ep8, limit)
+    assert shared_expert_in_series(sgl, moe, ep8, limit + 1) and shared_expert_in_series(vllm, moe, ep8, 64)
+    rocm = Hardware(H100.cluster, H100.rates.model_copy(update={"platform": "rocm"}), H100.efficiency, DEFAULTS["sglang"],
+                    fp8_block_scaled=True)
+    assert shared_expert_in_series(rocm, moe, ep8, 64)
+    small, large = layer_kernels(sgl, moe, ep8, "fp8", 64), layer_kernels(sgl, moe, ep8, "fp8", limit + 1)
+    assert large - small == DEFAULTS["sglang"].shared_expert_kernels + 2  # its GEMMs, activation and FP8 quantisers
+    step = lambda hw, c: decode_step_time(hw, shape, ep8, c, 1024.0, "fp8", 1.0)  # noqa: E731
+    assert step(sgl, 64) < step(rocm, 64)
 
 
 def test_experts_only_fp4_keeps_attention_bf16_and_runs_experts_at_the_activation_rate() -> None:
