@@ -23,6 +23,10 @@ own sweep measured fastest: one-shot, two-shot or NCCL, never NVLS
 (``cpp/tensorrt_llm/common/customAllReduceUtils.h`` ``AllReduceBestStrategyTableSM90`` /
 ``SM100``), summarised in :data:`TRTLLM_LOOKUP`. A group spanning nodes runs NCCL's hierarchical
 ring.
+
+Where vLLM's ``fuse_allreduce_rms`` pass runs (``EngineDefaults.flashinfer_allreduce_fusion``), the all-reduce and
+the residual add and RMSNorm after it are one FlashInfer kernel, TensorRT-LLM's Lamport one-shot (two-shot above
+a size), up to vLLM's per-GPU and TP-size caps (:data:`FI_FUSION_MAX_MB`, :func:`lamport_one_shot`).
 """
 
 from __future__ import annotations
