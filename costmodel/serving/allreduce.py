@@ -23,6 +23,10 @@ own sweep measured fastest: one-shot, two-shot or NCCL, never NVLS
 (``cpp/tensorrt_llm/common/customAllReduceUtils.h`` ``AllReduceBestStrategyTableSM90`` /
 ``SM100``), summarised in :data:`TRTLLM_LOOKUP`. A group spanning nodes runs NCCL's hierarchical
 ring.
+
+Where vLLM's ``fuse_allreduce_rms`` pass runs (``EngineDefaults.flashinfer_allreduce_fusion``), the all-reduce and
+the residual add and RMSNorm after it are one FlashInfer kernel, TensorRT-LLM's Lamport one-shot (two-shot above
+a size), up to vLLM's per-GPU and TP-size caps (:data:`FI_FUSION_MAX_MB`, :func:`lamport_one_shot`).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import math
 
 from costmodel.comm import all_reduce, place_group
+from costmodel.serving.engines import EngineDefaults
 from costmodel.specs import ClusterSpec
 
 ACTIVATION_BYTES = 2.0
@@ -62,6 +67,17 @@ VLLM_CUSTOM_MAX_BYTES = 8 * 2**20
 (``vllm/distributed/device_communicators/custom_all_reduce.py``, ``max_size=8192 * 1024``)."""
 
 
+FI_FUSION_MAX_MB: dict[tuple[int, int], tuple[float, float]] = {
+    (90, 2): (64.0, 32.0), (90, 4): (2.0, 2.0), (90, 8): (0.5, 0.5),
+    (100, 2): (64.0, 32.0), (100, 4): (32.0, 4.0), (100, 8): (1.0, 1.0),
+}
+"""(SM generation, TP size) -> (MiB up to which vLLM's ``fuse_allreduce_rms`` pass runs an all-reduce through
+FlashInfer's fused TensorRT-LLM all-reduce + residual add + RMSNorm, MiB up to which it runs the one-shot kernel;
+two-shot between): vLLM ``vllm/compilation/passes/fusion/allreduce_rms_fusion.py`` ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB``
+and ``_FI_ALLREDUCE_ONE_SHOT_MAX_SIZES_MB`` (v0.16 API docs). Other TP sizes are not fused
+(``FI_SUPPORTED_WORLD_SIZES`` 2, 4, 8)."""
+
+
 def _link_seconds(cluster: ClusterSpec, nbytes: float) -> float:
     """Seconds for ``nbytes`` over one GPU's NVLink at the cluster's achieved fraction."""
     return nbytes / (cluster.intra_node_bandwidth_gbps * 1e9 * cluster.efficiency.intra_node)
@@ -85,17 +101,55 @@ def two_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     return kernel_floor_us(cluster) * 1e-6 + 3 * _barrier(cluster) + _link_seconds(cluster, 2 * (n - 1) / n * nbytes)
 
 
+def lamport_one_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
+    """TensorRT-LLM's fused one-shot all-reduce (FlashInfer ``trtllm_allreduce_fusion``, kernel
+    ``allreduce_fusion_kernel_oneshot_lamport``): each GPU pushes its buffer into every peer's IPC buffer with plain
+    stores and a -0.0 sentinel marks an element not yet arrived, so readers spin on the data itself: one kernel, one
+    NVLink hop of latency (``intra_node_latency_us``) and no flag barriers, (n − 1)·S written by each GPU; the
+    residual add and RMSNorm run in the same kernel (vllm-project/vllm issue 55261, description of the TensorRT-LLM
+    kernel; FlashInfer ``csrc/trtllm_allreduce_fusion.cu``)."""
+    return kernel_floor_us(cluster) * 1e-6 + cluster.intra_node_latency_us * 1e-6 + _link_seconds(cluster, (n - 1) * nbytes)
+
+
+def lamport_two_shot(cluster: ClusterSpec, n: int, nbytes: float) -> float:
+    """The fused two-shot variant: a Lamport reduce-scatter then all-gather, two hops, 2(n − 1)/n·S per GPU."""
+    return kernel_floor_us(cluster) * 1e-6 + 2.0 * cluster.intra_node_latency_us * 1e-6 + \
+        _link_seconds(cluster, 2 * (n - 1) / n * nbytes)
+
+
+def fi_fusion_sizes(cluster: ClusterSpec, n: int) -> tuple[float, float] | None:
+    """(fused bytes cap, one-shot bytes cap) of vLLM's FlashInfer all-reduce fusion on ``n`` GPUs of one node
+    (:data:`FI_FUSION_MAX_MB`; Blackwell where the GPU takes MX block-scaled FP8, else Hopper), None where it does not
+    run (a TP size outside 2, 4, 8, or a group spanning nodes)."""
+    if n > cluster.gpus_per_node:
+        return None
+    caps = FI_FUSION_MAX_MB.get((100 if cluster.gpu.mxfp8 else 90, n))
+    return None if caps is None else (caps[0] * 2**20, caps[1] * 2**20)
+
+
+def fi_fused(cluster: ClusterSpec, n: int, nbytes: float) -> bool:
+    """vLLM runs this all-reduce of ``nbytes`` over ``n`` GPUs fused with the residual add and RMSNorm."""
+    caps = fi_fusion_sizes(cluster, n)
+    return caps is not None and nbytes <= caps[0]
+
+
 def nccl_ring(cluster: ClusterSpec, n: int, nbytes: float) -> float:
     """NCCL's ring (fastest protocol), inside or across nodes (``costmodel.comm.all_reduce``)."""
     return all_reduce(cluster, place_group(n, 1, cluster.gpus_per_node), nbytes)
 
 
-def algorithms(cluster: ClusterSpec, engine: str, n: int, nbytes: float) -> dict[str, float]:
-    """Seconds of each all-reduce algorithm ``engine`` may run for ``nbytes`` over ``n`` GPUs."""
+def algorithms(cluster: ClusterSpec, engine: str, n: int, nbytes: float, fi_fusion: bool = False) -> dict[str, float]:
+    """Seconds of each all-reduce algorithm ``engine`` may run for ``nbytes`` over ``n`` GPUs; ``fi_fusion``: the
+    engine fuses it with the next RMSNorm through FlashInfer where the size allows (:func:`fi_fused`)."""
     if n > cluster.gpus_per_node:
         return {"ring": nccl_ring(cluster, n, nbytes)}
     if engine == "trtllm":
         return trtllm_algorithm(cluster, n, nbytes)
+    if fi_fusion and fi_fused(cluster, n, nbytes):
+        one_shot_cap = fi_fusion_sizes(cluster, n)[1]  # type: ignore[index]
+        if nbytes <= one_shot_cap:
+            return {"fi-one-shot": lamport_one_shot(cluster, n, nbytes)}
+        return {"fi-two-shot": lamport_two_shot(cluster, n, nbytes)}
     if nbytes > VLLM_CUSTOM_MAX_BYTES:
         return {"ring": nccl_ring(cluster, n, nbytes)}
     if n == 2 or (n <= 4 and nbytes < 512 * 1024) or (n <= 8 and nbytes < 256 * 1024):
@@ -117,16 +171,32 @@ def trtllm_algorithm(cluster: ClusterSpec, n: int, nbytes: float) -> dict[str, f
     return {"ring": nccl_ring(cluster, n, nbytes)}
 
 
-def choose(cluster: ClusterSpec, engine: str, n: int, nbytes: float) -> tuple[str, float]:
+def choose(cluster: ClusterSpec, engine: str, n: int, nbytes: float, fi_fusion: bool = False) -> tuple[str, float]:
     """(algorithm, seconds) of the all-reduce ``engine`` runs: vLLM / SGLang by their size
-    thresholds, TensorRT-LLM by its tuned lookup table (see the module docstring)."""
-    found = algorithms(cluster, engine, n, nbytes)
+    thresholds, TensorRT-LLM by its tuned lookup table (see the module docstring); vLLM's FlashInfer
+    fusion where ``fi_fusion``."""
+    found = algorithms(cluster, engine, n, nbytes, fi_fusion)
     name = min(found, key=lambda key: found[key])
     return name, found[name]
 
 
-def decode_all_reduce(cluster: ClusterSpec, engine: str, tp: int, tokens: float, hidden: int) -> float:
+def decode_all_reduce(cluster: ClusterSpec, engine: str, tp: int, tokens: float, hidden: int,
+                      fi_fusion: bool = False) -> float:
     """Seconds of one TP all-reduce of ``tokens`` x ``hidden`` bf16 activations as ``engine`` runs it."""
     if tp <= 1 or tokens <= 0:
         return 0.0
-    return choose(cluster, engine, tp, tokens * hidden * ACTIVATION_BYTES)[1]
+    return choose(cluster, engine, tp, tokens * hidden * ACTIVATION_BYTES, fi_fusion)[1]
+
+
+def fuses_add_norm(cluster: ClusterSpec, engine: EngineDefaults, tp: int, attention_dp: bool, hidden: int,
+                   tokens: float | None = None) -> bool:
+    """A decode layer's two TP all-reduces also add the residual and apply the next RMSNorm: the engine always fuses
+    them (``EngineDefaults.fused_allreduce_norm``) or its FlashInfer fusion takes the message of ``tokens`` x
+    ``hidden`` activations on this GPU (``EngineDefaults.flashinfer_allreduce_fusion``, :func:`fi_fused`; None: a
+    small step). Not under attention DP, whose MoE layers gather and scatter instead."""
+    if tp <= 1 or attention_dp:
+        return False
+    if engine.fused_allreduce_norm:
+        return True
+    nbytes = (tokens or 1.0) * hidden * ACTIVATION_BYTES
+    return engine.flashinfer_allreduce_fusion and fi_fused(cluster, tp, nbytes)

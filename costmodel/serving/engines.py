@@ -59,6 +59,19 @@ class EngineDefaults:
     fused_allreduce_norm: bool = False
     """The TP all-reduce also adds the residual and applies the next RMSNorm, so the separate
     add-and-norm kernel after each all-reduce disappears."""
+    flashinfer_allreduce_fusion: bool = False
+    """Each TP all-reduce and the residual add and RMSNorm after it run as FlashInfer's fused TensorRT-LLM all-reduce
+    kernel (one-shot Lamport, two-shot above a size) up to a per-GPU-generation and TP-size message cap
+    (``costmodel.serving.allreduce.FI_FUSION_MAX_MB``): vLLM ``PassConfig.fuse_allreduce_rms``. Off in the vLLM
+    releases modelled here (v0.10-v0.12: ``OPTIMIZATION_LEVEL_02`` sets ``fuse_allreduce_rms`` False, vLLM v0.12.0 API
+    docs ``vllm.config.vllm``; later releases turn it on at -O2 on Hopper / Blackwell with TP > 1, vLLM docs 'Fusion
+    torch.compile passes'); set by :func:`on_gpu` where the engine's recipe turns it on."""
+    blackwell_mxfp4_recipe: bool = False
+    """The engine's own recipe for a weight-only MXFP4 checkpoint (gpt-oss) on Blackwell, which this model follows
+    there: vLLM's ``OpenAI/GPT-OSS_Blackwell.yaml`` (vllm-project/recipes) sets ``compilation-config``
+    ``pass_config.fuse_allreduce_rms`` true (``flashinfer_allreduce_fusion``; vllm-project/vllm PR 24248 moved the MoE
+    layers' all-reduce out of the ``moe_forward`` custom op so that the pass matches it) and ``kv-cache-dtype`` fp8
+    (:func:`recipe_kv_dtype`); its Hopper config sets neither (``GPT-OSS_Hopper.yaml``)."""
     trtllm_moe_tiles: bool = False
     """The routed experts run FlashInfer's trtllm-gen fused MoE (Blackwell only), whose token tile
     follows the tokens per expert (``costmodel.serving.moe.TRTLLM_TILE_ROWS``) rather than a fixed
@@ -139,7 +152,8 @@ DEFAULTS: dict[ServingEngine, EngineDefaults] = {
                "max_num_seqs 1024 / max_num_batched_tokens 8192 for the API server on >= 70 GiB GPUs "
                "(vllm/engine/arg_utils.py, _set_default_args_v1)",
         kernels_per_layer=10, moe_extra_kernels=4, fused_allreduce_norm=False, blackwell_trtllm_moe=True,
-        kv_auto_from_checkpoint=True, mxfp4_padding=(64, 1, 1, False), mxfp4_padding_rocm=(128, 1, 1, False),
+        blackwell_mxfp4_recipe=True, kv_auto_from_checkpoint=True, mxfp4_padding=(64, 1, 1, False),
+        mxfp4_padding_rocm=(128, 1, 1, False),
         kernel_source="vLLM V1 Llama decode under CUDA graphs: fused_add_rms_norm x2, qkv GEMM, rotary_embedding, "
                       "reshape_and_cache, attention, o_proj, gate_up GEMM, silu_and_mul, down GEMM (vllm/model_executor/"
                       "models/llama.py; custom all-reduce separate, csrc/custom_all_reduce.cuh); fused_moe adds router, "
@@ -200,6 +214,12 @@ def shared_expert_overlapped(engine: EngineDefaults, platform: str, tokens: floa
     return limit > 0 and platform != "rocm" and (tokens is None or tokens <= limit)
 
 
+def recipe_kv_dtype(engine: EngineDefaults, blackwell: bool, mxfp4_experts: bool) -> str | None:
+    """The KV-cache dtype the engine's recipe sets for the model on the GPU (``blackwell_mxfp4_recipe``: FP8 for a
+    weight-only MXFP4 checkpoint on Blackwell), None where it sets none."""
+    return "fp8" if blackwell and mxfp4_experts and engine.blackwell_mxfp4_recipe else None
+
+
 def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool, mxfp4_experts: bool = False) -> EngineDefaults:
     """``engine``'s decode kernels for a model on a GPU. On Blackwell an MoE model runs
     TensorRT-LLM's fused MoE where the engine has ``blackwell_trtllm_moe`` (TensorRT-LLM's MoE kernel
@@ -208,8 +228,10 @@ def on_gpu(engine: EngineDefaults, blackwell: bool, moe_model: bool, mxfp4_exper
     and gpt-oss on sm100) and, with ``blackwell_moe_allreduce_fusion``, fuses its all-reduces with
     the residual add and RMSNorm (SGLang switches ``enable_flashinfer_allreduce_fusion`` on there).
     A weight-only MXFP4 checkpoint (``mxfp4_experts``) on Blackwell takes the trtllm-gen tiles
-    where the engine has ``blackwell_mxfp4_trtllm_moe``. Other engines, GPUs and dense models keep
-    ``engine``."""
+    where the engine has ``blackwell_mxfp4_trtllm_moe``, and FlashInfer's fused all-reduce + RMSNorm where its
+    recipe turns it on (``blackwell_mxfp4_recipe``). Other engines, GPUs and dense models keep ``engine``."""
+    if blackwell and mxfp4_experts and engine.blackwell_mxfp4_recipe:
+        engine = replace(engine, flashinfer_allreduce_fusion=True)
     if blackwell and moe_model and mxfp4_experts and engine.blackwell_mxfp4_trtllm_moe:
         return replace(engine, trtllm_moe_tiles=True)
     if not (blackwell and moe_model and engine.blackwell_trtllm_moe):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from costmodel.kernels import attention_time, gemm_time
 from costmodel.precision import fp8_gemm_speedup
-from costmodel.serving.allreduce import decode_all_reduce, kernel_floor_us
+from costmodel.serving.allreduce import decode_all_reduce, fuses_add_norm, kernel_floor_us
 from costmodel.serving.comm import dispatch_element_bytes, dp_gather_scatter, ep_all_to_all, gathers_for_dp, pp_hand_off
 from costmodel.serving.engines import DEFAULTS, EngineDefaults, shared_expert_overlapped
 from costmodel.serving.hbm import DENSE_WEIGHT_GEMMS, EXPERT_GEMMS, expert_stream_rate, stream_seconds
@@ -168,9 +168,10 @@ def _block_comm(hw: Hardware, block: BlockShape, instance: Instance, tokens: flo
         return dp_gather_scatter(hw.cluster, instance.tp, tokens, h, k, element)
     if instance.attention_dp and block.layer.is_moe:
         return ep_all_to_all(hw.cluster, instance.tp, tokens / instance.tp, h, k)
+    fusion = hw.engine.flashinfer_allreduce_fusion
     if instance.attention_dp:  # gather before and scatter after the dense MLP
-        return decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
-    return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h)
+        return decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h, fusion)
+    return 2.0 * decode_all_reduce(hw.cluster, engine, instance.tp, tokens, h, fusion)
 
 
 def mla_extra_kernels(block: BlockShape) -> int:
@@ -221,11 +222,10 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision
                   tokens: float | None = None) -> int:
     """Kernels one decode layer launches besides its all-reduces (``EngineDefaults.kernels_per_layer``, plus the MoE
     and shared-expert kernels, MLA's, :func:`mla_extra_kernels`, and block-FP8's activation quantisers,
-    :func:`activation_quant_kernels`); an engine that fuses the residual add and RMSNorm into the all-reduce drops
-    the two add-and-norm kernels when the layer has TP all-reduces. An MoE layer on the ``triton_kernels`` path
+    :func:`activation_quant_kernels`), less the two add-and-norm kernels where the all-reduces fuse them
+    (:func:`costmodel.serving.allreduce.fuses_add_norm`). An MoE layer on the ``triton_kernels`` path
     (:func:`triton_mxfp4_moe`) launches :data:`TRITON_MOE_KERNELS` plus the engine's own around it
-    (``EngineDefaults.mxfp4_triton_extra_kernels``, and ``mxfp4_triton_ep_kernels`` under expert parallelism)
-    instead of its fused MoE's."""
+    (``mxfp4_triton_extra_kernels``, and ``mxfp4_triton_ep_kernels`` under EP) instead of its fused MoE's."""
     engine, layer = hw.engine, block.layer
     moe = engine.moe_extra_kernels
     if triton_mxfp4_moe(hw, precision):
@@ -234,9 +234,9 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision
     kernels += activation_quant_kernels(hw, block, instance, tokens)
     if shared_expert_in_series(hw, block, instance, tokens):
         kernels += engine.shared_expert_kernels
-    if engine.fused_allreduce_norm and instance.tp > 1 and not instance.attention_dp:
-        kernels -= 2
-    return kernels
+    fused = fuses_add_norm(hw.cluster, engine, instance.tp, instance.attention_dp, layer.hidden_size, tokens)
+    return kernels - 2 if fused else kernels
+
 
 
 @dataclass(frozen=True)
@@ -397,8 +397,7 @@ def decode_step_parts(hw: Hardware, shape: ModelShape, instance: Instance, batch
 
 def decode_step_time(hw: Hardware, shape: ModelShape, instance: Instance, batch: float, context: float,
                      precision: WeightPrecision, kv_element_bytes: float) -> float:
-    """Seconds of one decode step (:func:`decode_step_parts`, traffic and compute overlapped per
-    stage, not per block: a serving engine runs the step as one CUDA graph)."""
+    """Seconds of one decode step (:func:`decode_step_parts`; one CUDA graph per step)."""
     return decode_step_parts(hw, shape, instance, batch, context, precision, kv_element_bytes).total
 
 

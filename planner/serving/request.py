@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults, on_gpu
+from costmodel.serving.engines import DEFAULTS, ENGINES, EngineDefaults, on_gpu, recipe_kv_dtype
 from costmodel.serving.shape import ModelShape, model_shape
 from costmodel.serving.specs import Instance, ServingEfficiency, kv_bytes
 from costmodel.serving.step import Hardware
@@ -78,8 +78,11 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     spec_cluster = resolve_cluster_arg(cluster)
     from profiles.serving import default_kv_dtype, fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
 
-    kv = kv_dtype or default_kv_dtype(spec.name, precision, DEFAULTS[engine].kv_auto_from_checkpoint)
     rates = low_precision_rates(spec_cluster.gpu)
+    blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
+    mxfp4_experts = precision == "fp4" and fp4_experts_only(spec.name)
+    kv = kv_dtype or recipe_kv_dtype(DEFAULTS[engine], blackwell, mxfp4_experts) or \
+        default_kv_dtype(spec.name, precision, DEFAULTS[engine].kv_auto_from_checkpoint)
     if engine == "trtllm" and rates.platform != "cuda":
         problems.append(f"TensorRT-LLM runs on NVIDIA GPUs only; {spec_cluster.gpu.name} is a {rates.platform} GPU: "
                         "use --engine vllm or sglang")
@@ -97,11 +100,9 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
         problems.append(str(err))
     if problems:
         raise InputError(*problems)
-    blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
-    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks),
-                     precision == "fp4" and fp4_experts_only(spec.name))
+    kernels = on_gpu(DEFAULTS[engine], blackwell, any(b.layer.is_moe for b in shape.blocks), mxfp4_experts)
     hw = Hardware(cluster=spec_cluster, rates=rates, efficiency=ServingEfficiency(), engine=kernels,
-                  fp4_experts_only=precision == "fp4" and fp4_experts_only(spec.name),
+                  fp4_experts_only=mxfp4_experts,
                   fp4_moe_only=precision == "fp4" and fp4_moe_only(spec.name),
                   fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from costmodel.serving.allreduce import (
     algorithms,
     choose,
+    fi_fusion_sizes,
+    fuses_add_norm,
     kernel_floor_us,
+    lamport_one_shot,
+    lamport_two_shot,
     nccl_ring,
     one_shot,
     two_shot,
 )
+from costmodel.serving.engines import DEFAULTS
 from planner.intake.arguments import resolve_cluster_arg
 
 H200 = resolve_cluster_arg("dgx-h200")
@@ -61,3 +68,39 @@ def test_trtllm_follows_its_lookup_table() -> None:
 def test_latency_dominates_small_messages_and_bandwidth_large_ones() -> None:
     small, large = one_shot(H200, 8, 1 * KIB), one_shot(H200, 8, 64 * 2**20)
     assert small < 15e-6 and large > 1e-3
+
+
+B200 = resolve_cluster_arg("dgx-b200")
+
+
+def test_lamport_one_shot_pays_one_hop_and_no_barriers() -> None:
+    """The fused Lamport kernel: one kernel floor, one 1.9 µs NVLink hop, (n − 1)·S pushed to the peers; the
+    custom one-shot pays two barriers of a round trip each on top."""
+    expected = (4.6 + 1.9) * 1e-6 + 7 * 64 * KIB / (450e9 * 0.82)
+    assert lamport_one_shot(H200, 8, 64 * KIB) == pytest.approx(expected)
+    assert one_shot(H200, 8, 64 * KIB) - lamport_one_shot(H200, 8, 64 * KIB) == pytest.approx(3 * 1.9e-6)
+    assert lamport_two_shot(H200, 8, 64 * KIB) > lamport_one_shot(H200, 8, 64 * KIB) - 7 * 64 * KIB / (450e9 * 0.82)
+
+
+def test_vllm_fusion_follows_its_size_caps_per_gpu_generation() -> None:
+    """vLLM's FI_ALLREDUCE_FUSION_MAX_SIZE_MB: 1 MiB on 8 Blackwell GPUs (one-shot all the way), 0.5 MiB on
+    8 Hopper GPUs; 4 Blackwell GPUs run one-shot to 4 MiB, two-shot to 32 MiB; no fusion on 3 or 16 GPUs."""
+    assert fi_fusion_sizes(B200, 8) == (2**20, 2**20)
+    assert fi_fusion_sizes(H200, 8) == (2**19, 2**19)
+    assert fi_fusion_sizes(B200, 3) is None and fi_fusion_sizes(B200, 16) is None
+    assert choose(B200, "vllm", 8, 512 * KIB, fi_fusion=True)[0] == "fi-one-shot"
+    assert choose(B200, "vllm", 8, 2 * 2**20, fi_fusion=True)[0] == "two-shot"
+    assert choose(B200, "vllm", 4, 8 * 2**20, fi_fusion=True)[0] == "fi-two-shot"
+    assert choose(H200, "vllm", 8, 768 * KIB, fi_fusion=True)[0] == "two-shot"
+    assert choose(B200, "vllm", 8, 512 * KIB)[0] == "two-shot"  # the pass off: vLLM's custom kernels
+    assert choose(B200, "trtllm", 8, 64 * KIB, fi_fusion=True)[0] == "one-shot"  # TensorRT-LLM keeps its table
+
+
+def test_fused_all_reduce_drops_the_add_and_norm_kernels_only_where_it_runs() -> None:
+    fused = replace(DEFAULTS["vllm"], flashinfer_allreduce_fusion=True)
+    assert fuses_add_norm(B200, fused, 8, False, 2880, 32)
+    assert not fuses_add_norm(B200, fused, 8, False, 2880, 1024)  # 5.6 MiB > the 1 MiB cap
+    assert not fuses_add_norm(B200, fused, 1, False, 2880, 32)
+    assert not fuses_add_norm(B200, fused, 8, True, 2880, 32)
+    assert not fuses_add_norm(B200, DEFAULTS["vllm"], 8, False, 2880, 32)
+    assert fuses_add_norm(B200, DEFAULTS["trtllm"], 8, False, 2880, 4096)

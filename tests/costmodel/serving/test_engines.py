@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from costmodel.serving.engines import DEFAULTS, on_gpu
+from costmodel.serving.engines import DEFAULTS, on_gpu, recipe_kv_dtype
 
 
 def test_moe_models_on_blackwell_run_tensorrt_llm_kernels() -> None:
@@ -28,3 +28,16 @@ def test_tensorrt_llm_runs_mxfp4_experts_through_its_trtllm_moe_on_blackwell() -
     assert on_gpu(trt, blackwell=True, moe_model=True) == trt
     assert on_gpu(trt, blackwell=False, moe_model=True, mxfp4_experts=True) == trt
     assert not trt.trtllm_moe_tiles
+
+
+def test_vllm_follows_its_gpt_oss_blackwell_recipe() -> None:
+    """vllm-project/recipes GPT-OSS_Blackwell.yaml: fuse_allreduce_rms and an FP8 KV cache, for MXFP4 experts on
+    Blackwell only; no other engine's defaults take it."""
+    vllm = DEFAULTS["vllm"]
+    assert on_gpu(vllm, blackwell=True, moe_model=True, mxfp4_experts=True).flashinfer_allreduce_fusion
+    assert not on_gpu(vllm, blackwell=False, moe_model=True, mxfp4_experts=True).flashinfer_allreduce_fusion
+    assert not on_gpu(vllm, blackwell=True, moe_model=True).flashinfer_allreduce_fusion
+    assert recipe_kv_dtype(vllm, True, True) == "fp8"
+    assert recipe_kv_dtype(vllm, False, True) is None and recipe_kv_dtype(vllm, True, False) is None
+    assert recipe_kv_dtype(DEFAULTS["sglang"], True, True) is None
+    assert not any(on_gpu(DEFAULTS[e], True, True, True).flashinfer_allreduce_fusion for e in ("sglang", "trtllm"))
