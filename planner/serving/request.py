@@ -79,8 +79,7 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
     from profiles.serving import default_kv_dtype, fp4_experts_only, fp4_moe_only, fp8_block_scaled, low_precision_rates
 
     rates = low_precision_rates(spec_cluster.gpu)
-    blackwell = rates.platform == "cuda" and bool(spec_cluster.gpu.mxfp8)
-    mxfp4_experts = precision == "fp4" and fp4_experts_only(spec.name)
+    blackwell, mxfp4_experts = _blackwell_mxfp4(spec, spec_cluster, precision)
     kv = kv_dtype or recipe_kv_dtype(DEFAULTS[engine], blackwell, mxfp4_experts) or \
         default_kv_dtype(spec.name, precision, DEFAULTS[engine].kv_auto_from_checkpoint)
     if engine == "trtllm" and rates.platform != "cuda":
@@ -107,6 +106,25 @@ def context(*, model: Any, cluster: Any, gpus: int, isl: int, osl: int, precisio
                   fp8_block_scaled=precision == "fp8" and fp8_block_scaled(spec.name))
     return Context(spec=spec, shape=shape, cluster=spec_cluster, hardware=hw, engine_name=engine,
                    engine=DEFAULTS[engine], isl=isl, osl=osl, precision=precision, kv_dtype=kv)
+
+
+def _blackwell_mxfp4(spec: ModelSpec, cluster: ClusterSpec, precision: str) -> tuple[bool, bool]:
+    """(the GPU is an NVIDIA Blackwell, the run is a weight-only MXFP4 checkpoint such as gpt-oss's)."""
+    from profiles.serving import fp4_experts_only, low_precision_rates
+
+    blackwell = low_precision_rates(cluster.gpu).platform == "cuda" and bool(cluster.gpu.mxfp8)
+    return blackwell, precision == "fp4" and fp4_experts_only(spec.name)
+
+
+def follows_recipe(model: Any, cluster: Any, precision: str, engine: str) -> bool:
+    """Whether ``engine`` serves the model on the cluster by its own MXFP4-on-Blackwell recipe
+    (``EngineDefaults.blackwell_mxfp4_recipe``: vLLM's ``GPT-OSS_Blackwell.yaml``), which the estimate
+    prices and the export must therefore launch; False where the model or cluster does not resolve."""
+    try:
+        blackwell, mxfp4 = _blackwell_mxfp4(resolve_model_arg(model), resolve_cluster_arg(cluster), precision)
+    except InputError:
+        return False
+    return blackwell and mxfp4 and engine in DEFAULTS and DEFAULTS[engine].blackwell_mxfp4_recipe  # type: ignore[index]
 
 
 def instance_problems(shape: ModelShape, tp: Any, pp: Any, ep: Any, attention_dp: bool, what: str = "") -> list[str]:

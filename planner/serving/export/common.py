@@ -33,6 +33,16 @@ class Worker:
     port: int
 
 
+def mxfp4_checkpoint(plan: ServingPlan) -> bool:
+    """The plan serves a weight-only MXFP4 checkpoint (gpt-oss), whose own ``quantization_config``
+    the engines read: the exports pass no ``--quantization``, since a method other than the
+    checkpoint's ``quant_method`` is refused at load (vLLM ``ModelConfig._verify_quantization``) and
+    SGLang 0.4.10's ``--quantization`` has no ``mxfp4`` choice."""
+    from profiles.serving import fp4_experts_only
+
+    return plan.request.precision == "fp4" and fp4_experts_only(plan.model)
+
+
 def checkpoint(plan: ServingPlan) -> str:
     """The checkpoint to serve: the preset's Hugging Face repo, or the config's folder."""
     if plan.model in HF_REPOS:

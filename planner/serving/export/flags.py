@@ -45,7 +45,7 @@ VLLM = EngineFlags(
                            "gptq_bitblas", "awq_marlin", "gptq", "compressed-tensors", "bitsandbytes", "qqq", "hqq",
                            "experts_int8", "neuron_quant", "ipex", "quark", "moe_wna16", "torchao", "auto-round",
                            "rtn", "inc", "mxfp4"),
-        "--kv-transfer-config": str, "--trust-remote-code": FLAG,
+        "--kv-transfer-config": str, "--trust-remote-code": FLAG, "--compilation-config": str,
     })
 
 SGLANG = EngineFlags(
@@ -59,7 +59,7 @@ SGLANG = EngineFlags(
         "--kv-cache-dtype": ("auto", "fp8_e5m2", "fp8_e4m3"),
         "--quantization": ("awq", "fp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf",
                            "modelopt", "modelopt_fp4", "petit_nvfp4", "w8a8_int8", "w8a8_fp8", "moe_wna16", "qoq",
-                           "w4afp8", "mxfp4"),
+                           "w4afp8"),
         "--disaggregation-mode": ("null", "prefill", "decode"),
         "--disaggregation-transfer-backend": ("mooncake", "nixl"),
         "--nnodes": int, "--node-rank": int, "--dist-init-addr": str, "--trust-remote-code": FLAG,

@@ -11,6 +11,7 @@ from planner.serving.export.common import (
     finish,
     join,
     model_word,
+    mxfp4_checkpoint,
     script,
     workers,
 )
@@ -30,7 +31,7 @@ def commands(plan: ServingPlan, worker: Worker, gpus_per_node: int) -> list[str]
         words += ["--ep-size", str(g.ep)]
     if g.attention_dp:
         words += ["--enable-dp-attention", "--dp-size", str(g.tp)]
-    if req.precision in QUANTIZATION:
+    if req.precision in QUANTIZATION and not mxfp4_checkpoint(plan):
         words += ["--quantization", QUANTIZATION[req.precision]]
     if req.kv_dtype in KV_DTYPE:
         words += ["--kv-cache-dtype", KV_DTYPE[req.kv_dtype]]

@@ -22,6 +22,13 @@ def llama_aggregated_plan() -> ServingPlan:
 
 
 @pytest.fixture(scope="session")
+def gptoss_blackwell_plan() -> ServingPlan:
+    """gpt-oss-120b's MXFP4 checkpoint on 8 B200 under vLLM: the estimate follows vLLM's Blackwell recipe."""
+    return serve_plan(model="gpt-oss-120b", cluster="dgx-b200", gpus=8, isl=1024, osl=1024, tpot_ms=20,
+                      precision="fp4", engine="vllm", disaggregation="off")
+
+
+@pytest.fixture(scope="session")
 def moe_plan() -> ServingPlan:
     """Qwen3-235B on 16 H200 with expert parallelism and attention DP available."""
     return serve_plan(model="qwen3-235b-a22b", cluster="dgx-h200", gpus=16, isl=2000, osl=500, tpot_ms=80,

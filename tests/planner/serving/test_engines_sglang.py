@@ -18,9 +18,10 @@ from profiles import load_cluster
 from tests.planner.serving.engines.wheel import FetchError
 from tests.planner.serving.test_export import _argv_lines
 
-ARCHITECTURES = {"llama3.1-70b": "LlamaForCausalLM", "qwen3-235b-a22b": "Qwen3MoeForCausalLM"}
+ARCHITECTURES = {"llama3.1-70b": "LlamaForCausalLM", "qwen3-235b-a22b": "Qwen3MoeForCausalLM",
+                 "gpt-oss-120b": "GptOssForCausalLM"}
 """``architectures`` of each preset's Hugging Face config.json (meta-llama/Llama-3.1-70B,
-Qwen/Qwen3-235B-A22B), which ``check_server_args`` reads."""
+Qwen/Qwen3-235B-A22B, openai/gpt-oss-120b), which ``check_server_args`` reads."""
 PROGRAM = ["python", "-m", "sglang.launch_server"]
 ROUTER = ["python", "-m", "sglang.srt.disaggregation.mini_lb"]
 
@@ -46,7 +47,7 @@ def _check(sglang, plan: ServingPlan, argv: list[str]):
     return sglang.server_args(argv, memory, ARCHITECTURES[plan.model])
 
 
-@pytest.mark.parametrize("which", ["llama_serving_plan", "llama_aggregated_plan", "moe_plan"])
+@pytest.mark.parametrize("which", ["llama_serving_plan", "llama_aggregated_plan", "moe_plan", "gptoss_blackwell_plan"])
 def test_sglang_accepts_every_launch_with_the_plans_sizes(sglang, which: str, request, tmp_path) -> None:
     plan: ServingPlan = request.getfixturevalue(which)
     launches = _launches(plan, tmp_path)
@@ -56,6 +57,7 @@ def test_sglang_accepts_every_launch_with_the_plans_sizes(sglang, which: str, re
         args = _check(sglang, plan, argv)
         assert (args.tp_size, args.pp_size, args.ep_size, args.max_running_requests) in groups
         assert args.context_length == plan.request.isl + plan.request.osl
+        assert args.quantization == (None if plan.model == "gpt-oss-120b" else {"fp8": "fp8", "fp4": "modelopt_fp4"}.get(plan.request.precision))
 
 
 def test_sglangs_parser_refuses_what_it_does_not_define(sglang, llama_aggregated_plan, tmp_path) -> None:

@@ -26,7 +26,7 @@ from tests.planner.serving.test_export import _argv_lines
 WHEEL = Wheel(dist="vllm", version="0.10.1", filename="vllm-0.10.1-cp38-abi3-manylinux1_x86_64.whl",
               sha256="df04a14116750f05099b84db4474935db80e9b13e8b7a6048d3a3cd64aa98b0c", members=("vllm/",), suffixes=(".py",))
 SCRIPT = Path(__file__).with_name("engines") / "vllm_engine_args.py"
-PLANS = ("llama_serving_plan", "llama_aggregated_plan", "moe_plan")
+PLANS = ("llama_serving_plan", "llama_aggregated_plan", "moe_plan", "gptoss_blackwell_plan")
 PROGRAM = ["vllm", "serve"]
 
 
@@ -84,3 +84,16 @@ def test_vllms_checks_refuse_what_vllm_refuses(readings) -> None:
     assert errors[0] == errors[1] == "argparse exit 2"
     assert "GPU memory utilization must be less than 1.0" in errors[2]
     assert "Ray is required for multi-node inference" in errors[3]
+
+
+@pytest.mark.parametrize("which", PLANS)
+def test_the_recipe_the_estimate_prices_is_the_one_vllm_launches(launches, readings, which: str) -> None:
+    """gpt-oss's MXFP4 on Blackwell: vLLM reads the recipe's fused all-reduce pass and FP8 cache, and no
+    ``--quantization`` (the checkpoint states its own MXFP4); every other plan launches without the pass."""
+    plan = launches[which][0]
+    recipe = which == "gptoss_blackwell_plan"
+    assert plan.request.kv_dtype == ("fp8" if recipe else plan.request.kv_dtype)
+    for got in readings[which]:
+        assert got["fi_allreduce_fusion"] is recipe
+        if recipe:
+            assert got["quantization"] is None and got["kv_cache_dtype"] == "fp8"

@@ -136,7 +136,9 @@ def check(parser: Any, argv: list[str]) -> dict[str, Any]:
     return {"tp": engine.tensor_parallel_size, "pp": engine.pipeline_parallel_size, "max_num_seqs": engine.max_num_seqs,
             "max_model_len": engine.max_model_len, "expert_parallel": engine.enable_expert_parallel,
             "quantization": engine.quantization, "kv_cache_dtype": engine.kv_cache_dtype, "port": args.port,
-            "kv_connector": kv.kv_connector if kv is not None else None}
+            "kv_connector": kv.kv_connector if kv is not None else None,
+            "fi_allreduce_fusion": bool(getattr(getattr(engine.compilation_config, "pass_config", None),
+                                                "enable_fi_allreduce_fusion", False))}
 
 
 def main() -> int:
