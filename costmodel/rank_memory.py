@@ -128,8 +128,8 @@ def p2p_buffer_bytes(cfg: ParallelConfig, recv: float, send: float) -> float:
     sweep's GPT-2 (dp 2, pp 4, ZB-H1, one micro-batch of 4): the first stage holds one 4 KiB gradient
     buffer, where 4 boundaries (16 KiB) were priced before. A chunk whose first op saves its input in
     the dtype it arrives in (a LayerNorm, a checkpointed block) keeps the buffer as an activation too,
-    which the activations count again: an over-estimate of one boundary per in-flight micro-batch;
-    RMSNorm (eager, as the runtime runs it) saves an fp32 copy instead, so nothing is counted twice."""
+    which the activations count again (but a traced layer's whose producer saves it: ``GenericLayer.input_saved_bytes_per_token``):
+    an over-estimate of one boundary per in-flight micro-batch; RMSNorm (eager) saves an fp32 copy."""
     return cfg.num_microbatches * (recv + send) if cfg.pp > 1 else 0.0
 
 

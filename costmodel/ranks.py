@@ -222,8 +222,11 @@ def keeps_output(table: CostTable, key: int) -> bool:
     tensor. Measured with torch's tracker on the differential sweep's CNN (pp 2, GPipe, full
     recompute, two micro-batches of 4, case d0080): the first stage holds 16 KiB of its two
     micro-batches' outputs at its peak, where each stage output counted as a layer's and as sent
-    priced 24."""
-    return isinstance(table.groups[key // 3], GenericLayer) and RECOMPUTE_CODES[key % 3] != "none"
+    priced 24. A layer that is not recomputed keeps it where its saved tensors hold its whole output
+    (``GenericLayer.saves_output``: the CNN block's final ReLU saves its result; case d0014 at draw
+    seed 1, pp 2, GPipe: the first stage holds each micro-batch's 1 KiB output once)."""
+    layer = table.groups[key // 3]
+    return isinstance(layer, GenericLayer) and (RECOMPUTE_CODES[key % 3] != "none" or layer.saves_output)
 
 
 def stored_in_work(works: list[float], again: list[float]) -> float:
