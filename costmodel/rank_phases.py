@@ -26,14 +26,14 @@ class Phase(NamedTuple):
     reduce_outputs: float = 0.0
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
     unit: float = 0.0
-    """The largest sharded unit's backward working set (``costmodel.rank_memory._unit_bytes``), where the phase holds it."""
+    """The largest sharded unit's backward working set (``costmodel.rank_units._unit_bytes``), where the phase holds it."""
     gathered: float = 0.0
     """The chunks no-sync backwards keep gathered beside their fp32 accumulators (:func:`nosync_chunks`): buffers."""
 
 
 def backward_start(t: RankSums, held: float, grads: float, unit: float | None, held_unit: float = 0.0) -> Phase:
     """The start of a backward: the in-flight activations ``held``, the largest transient and the
-    sharded unit's working set (``costmodel.rank_memory._unit_bytes``). Where the unit runs apart from the loss
+    sharded unit's working set (``costmodel.rank_units._unit_bytes``). Where the unit runs apart from the loss
     (``EngineTerms.unit_apart_from_loss``, ``unit`` not None) the loss's transient (the head's, the
     first of a backward) meets no gathered block, and a block's backward its unit but not the loss:
     the larger of the two. Only where every backward reshards its units: without pipelining, or with
@@ -86,7 +86,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     recomputed block counts as ``work_bytes``: issue 35).
 
     Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
-    ``costmodel.rank_memory._keeps_gathered``), A holds no sharded gradient: the earlier micro-batches' gradients are the
+    ``costmodel.rank_units._keeps_gathered``), A holds no sharded gradient: the earlier micro-batches' gradients are the
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
     last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
@@ -214,7 +214,7 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     so a moment may hold less per parameter done than before it (ZeRO 1-2 over four shards: 1 B of
     gradient for 2 of bf16 parameters freed). ``units``: ((bytes per parameter of the running layer, of the next
     one, of the one back-propagated before, of the layer's parameters whose gradient exists at its
-    peak) while a layer back-propagates, the unit working set at the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
+    peak) while a layer back-propagates, the unit working set at the end): ``costmodel.rank_units._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
     activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
@@ -258,11 +258,11 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
 def zero3_units(t: RankSums, parts: tuple[float, float, float, float], unit: float, reduce_input: float) -> tuple[float, float]:
     """(the largest ZeRO 3 unit working set of any layer's backward, the one at the backward's end) of
     a native-runtime rank with a :attr:`RankSums.backward_curve`, from the bytes per parameter of
-    ``costmodel.rank_memory._layer_unit_bytes`` (``parts``; ``unit``, both, without a curve).
+    ``costmodel.rank_units._layer_unit_bytes`` (``parts``; ``unit``, both, without a curve).
 
     A layer's backward holds its own gathered parameters and bf16 gradient, the next unit's
     prefetched parameters and the previous unit's fp32 reduce-scatter input: the largest unit meets
-    all four (``unit``, ``costmodel.rank_memory.FSDP2_UNIT_BYTES``) only where a unit as large runs
+    all four (``unit``, ``costmodel.rank_units.FSDP2_UNIT_BYTES``) only where a unit as large runs
     before and after it, so the moments' own largest is priced, never above ``unit``. At the end, the
     chunk's last unit (its first layer) has nothing to prefetch, and ``post_backward`` reshards it
     before its ``foreach_reduce`` (which first reclaims the previous unit's reduce-scatter input): its
@@ -293,7 +293,7 @@ def last_unit_params(t: RankSums) -> float:
 def _held_unit(cfg: ParallelConfig, unit: float) -> float:
     """The unit working set a backward's start holds where it does not run apart from the loss: none
     in the native runtime (its no-sync pipelined backwards hold the last backward's reduce-scatter
-    input only at their end, measured with torch's tracker: ``costmodel.rank_memory._unit_bytes``),
+    input only at their end, measured with torch's tracker: ``costmodel.rank_units._unit_bytes``),
     the whole unit beside the loss elsewhere (torchtitan's published Llama 3.1 8B FSDP peak on 8 H100,
     82.4 GiB, ``planner/reference/published_runs.csv``, is 6.7 % under without it)."""
     return 0.0 if cfg.engine == "native" else unit
@@ -387,7 +387,7 @@ def first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: flo
     parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
     the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
     1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``),
-    as this case does too, beside each layer's backward (``costmodel.rank_memory._pp_zero0_reduces``)."""
+    as this case does too, beside each layer's backward (``costmodel.rank_units._pp_zero0_reduces``)."""
     if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
         return None
     grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES
