@@ -73,7 +73,18 @@ def _layer_unit_bytes(cfg: ParallelConfig, terms: EngineTerms, unit: float) -> t
     3, full recompute, case d0121): the last stage peaks inside its only block's backward with that
     block's 54.4 KiB of gathered bf16 parameters and the head's sharded gradients, where a 10 B per
     parameter unit beside every gradient priced 23 % over; the real-size oracle's GPT-3 175B (ZeRO 3
-    over 64 GPUs) is 4.1 % under without the block's bf16 gradient."""
+    over 64 GPUs) is 4.1 % under without the block's bf16 gradient.
+
+    Where a pipeline stage's backwards accumulate whole fp32 gradients across micro-batches under ZeRO
+    0-2 (``EngineTerms.pp_unsharded_grads``), the running unit's bf16 gradients alone: autograd writes
+    them before ``post_backward``'s ``accumulate_unsharded_grad_if_needed`` adds them into the fp32
+    accumulator (torch 2.13 ``_fsdp_param.py``), and no-sync backwards reduce nothing. Measured with
+    torch's tracker on the differential sweep's CNN (pp 2, dp 2, ZeRO 0, GPipe, four micro-batches of
+    one image, case d0089 at draw seed 1): the last stage peaks in its second backward inside the
+    last block's first convolution backward, both convolutions' 4.5 KiB bf16 weight gradients beside
+    the 33.2 KiB of fp32 accumulators (-4.5 % without them)."""
+    if terms.pp_unsharded_grads and not (terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms)):
+        return 0.0, 0.0, 0.0, float(cfg.param_bytes)
     if not unit or terms.fsdp_keeps_gathered or _keeps_gathered(cfg, terms):
         return 0.0, 0.0, 0.0, 0.0
     if _reduces_unit_by_unit(cfg, terms):
