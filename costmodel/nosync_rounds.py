@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
+
 from costmodel.ranks import RankSums
 from costmodel.specs import ParallelConfig
 
@@ -106,3 +108,41 @@ def running_chunk(cfg: ParallelConfig, t: RankSums, j: int, unit: float) -> tupl
     work, body, stored, body_stored, largest = t.chunk_peaks[_chunks(cfg) - 1 - (j // cfg.pp) % _chunks(cfg)]
     chunk = replace(t, work_bytes=work, body_work_bytes=body, work_stored_bytes=(stored, body_stored), largest_layer_params=largest)
     return chunk, unit * largest / t.largest_layer_params
+
+
+def peak_round(cfg: ParallelConfig, t: RankSums, first: int, warm: int, sent: float, grads: float,
+               nosync: tuple[float, float]) -> int | None:
+    """The backward of :func:`later_rounds` whose start holds the most, as
+    ``costmodel.rank_phases.peak_phase`` prices it (the held activations, the running chunk's
+    transient and unit, the gathered and reduced chunks), over all of them at once; None where there
+    are none. ``grads``: the rank's sharded gradient bytes; ``nosync``: bytes per gathered parameter
+    and of the largest unit's bf16 parameters."""
+    rounds = np.array(later_rounds(cfg, t, first), dtype=np.int64)
+    if not rounds.size or not t.chunk_peaks or not t.largest_layer_params:
+        return None
+    v, pp, m = _chunks(cfg), cfg.pp, cfg.num_microbatches
+    acts, weights = np.array(t.chunk_act_bytes), np.array(t.chunk_params or (1.0,) * v)
+    groups = np.arange(v)  # group g runs chunk v - 1 - g, first at backward g pp, last at ((m - 1) // pp) pp v + g pp + (m - 1) mod pp
+    last = ((m - 1) // pp) * pp * v + (m - 1) % pp + groups * pp
+    share = weights[::-1] / (weights.sum() or 1.0)  # by group
+    done = last[None, :] < rounds[:, None]
+    kept = ((groups[None, :] * pp < rounds[:, None]) & ~done) @ share
+    reduced = done @ share
+    g = (rounds // pp) % v
+    running = (g * pp < rounds) & (rounds <= last[g])
+    forwards = np.minimum(warm + rounds, m * v)
+    held = np.maximum(_order_sums(acts, pp, forwards, False) - _order_sums(acts, pp, rounds, True), 0.0) + (forwards - rounds) * sent / v
+    peaks = np.array(t.chunk_peaks)[v - 1 - g]
+    work, body, own = peaks[:, 0] - peaks[:, 2], peaks[:, 1] - peaks[:, 3], nosync[1] * peaks[:, 4] / t.largest_layer_params
+    transient = np.where(running, work + own, np.maximum(work, body + 3 * own))
+    total = held + transient + grads * reduced + nosync[0] * t.params * kept
+    return int(rounds[int(np.argmax(total))])
+
+
+def _order_sums(chunk_act: np.ndarray, pp: int, counts: np.ndarray, backward: bool) -> np.ndarray:
+    """:func:`_order_sum` of each of ``counts``."""
+    v = len(chunk_act)
+    order = chunk_act[::-1] if backward else chunk_act
+    prefix = np.concatenate([[0.0], np.cumsum(np.repeat(order, pp))])  # one period of pp v chunk-micro-batches
+    period, rest = np.divmod(counts, pp * v)
+    return period * prefix[-1] + prefix[rest]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from costmodel.engines import RUNTIME_MEMORY_ENGINES, EngineTerms
-from costmodel.nosync_rounds import backward_micro as _backward_micro, later_rounds, nosync_chunks, round_held_bytes, running_chunk
+from costmodel.nosync_rounds import backward_micro as _backward_micro, nosync_chunks, peak_round, round_held_bytes, running_chunk
 from costmodel.ranks import RankSums
 from costmodel.specs import ParallelConfig
 
@@ -162,8 +162,10 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         j = min(left, done)
         states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
         start = _nosync_start(t, start, held, grads, nosync, states[0])
-        for later in later_rounds(cfg, t, j):  # a later backward, beside more chunks gathered and fewer activations
-            at = round_held_bytes(cfg, t, cfg.num_microbatches * cfg.vpp - left, later, sent)
+        warm = cfg.num_microbatches * cfg.vpp - left
+        later = peak_round(cfg, t, j, warm, sent, grads, nosync)  # a later backward, more chunks gathered, fewer activations
+        if later is not None:
+            at = round_held_bytes(cfg, t, warm, later, sent)
             chunk, own = running_chunk(cfg, t, later, nosync[1])  # the running chunk's transient and unit
             phase = _nosync_start(chunk, backward_start(chunk, at, 0.0, None), at, grads, (nosync[0], own), nosync_chunks(cfg, t, later))
             start = max(start, phase, key=held_bytes)

@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import pytest
 
-from costmodel.nosync_rounds import backward_micro, later_rounds, nosync_chunks, round_held_bytes, running_chunk
-from costmodel.rank_phases import held_bytes, peak_phase
+from costmodel.nosync_rounds import backward_micro, later_rounds, nosync_chunks, peak_round, round_held_bytes, running_chunk
+from costmodel.rank_phases import _nosync_start, backward_start, held_bytes, peak_phase
 from costmodel.ranks import RankSums
 from costmodel.specs import ParallelConfig
 
@@ -92,3 +92,22 @@ def test_the_strided_blocks_last_backward_is_priced() -> None:
     assert held_bytes(phase) >= fourth - 1.0
     first_only = peak_phase(cfg, replace(SUMS, chunk_act_bytes=()), 5 / 3, held, grads, nosync=nosync)
     assert held_bytes(first_only) < fourth
+
+
+@pytest.mark.parametrize(("pp", "vpp", "m", "warm"), [(2, 3, 2, 5), (2, 2, 4, 3), (4, 2, 8, 11), (2, 2, 64, 3)])
+def test_the_peak_round_is_the_largest_of_the_scalar_phases(pp: int, vpp: int, m: int, warm: int) -> None:
+    """``peak_round`` prices every later backward at once; each is what ``peak_phase`` builds for it."""
+    t = replace(SUMS, chunk_act_bytes=tuple(float(1000 + 700 * c) for c in range(vpp)),
+                chunk_params=tuple(float(500 + 300 * c) for c in range(vpp)),
+                chunk_peaks=tuple((3000.0 + 500 * c, 2500.0, 100.0, 0.0, 400.0 + 100 * c) for c in range(vpp)),
+                largest_layer_params=400.0 + 100 * (vpp - 1), params=sum(500 + 300 * c for c in range(vpp)))
+    cfg, nosync, grads, sent = _cfg(pp, vpp, m), (6.0, 2 * (400.0 + 100 * (vpp - 1))), 9000.0, 64.0
+    first = min(m * vpp - warm, (vpp - 1) * pp + 1)
+
+    def scalar(j: int) -> float:
+        at = round_held_bytes(cfg, t, warm, j, sent)
+        chunk, own = running_chunk(cfg, t, j, nosync[1])
+        return held_bytes(_nosync_start(chunk, backward_start(chunk, at, 0.0, None), at, grads, (nosync[0], own), nosync_chunks(cfg, t, j)))
+
+    best = peak_round(cfg, t, first, warm, sent, grads, nosync)
+    assert scalar(best) == pytest.approx(max(scalar(j) for j in later_rounds(cfg, t, first)))
