@@ -219,7 +219,7 @@ class EngineTerms:
     micro-batch run without gradient sync and without resharding (``torch.distributed.pipelining``
     ``backward_maybe_with_nosync``), so from the second micro-batch on the stage's units stay gathered
     beside their unsharded fp32 gradients, as under :attr:`fsdp_keeps_gathered`, for memory only
-    (``costmodel.rank_memory._unit_bytes``)."""
+    (``costmodel.rank_units._unit_bytes``)."""
     torch_pipelining: bool = False
     """Pipelining runs as ``torch.distributed.pipelining`` (torchtitan, the native runtime): receive
     buffers are allocated once per micro-batch and chunk (``costmodel.rank_memory.p2p_buffer_bytes``)

@@ -124,7 +124,14 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
     is the next layer's checkpointed input, and the recomputation rebuilds its own (measured with torch's
     tracker on the differential sweep's CNN, tp 4, pp 2, full recompute, case d0092: the first stage
     peaks at a recomputed block's last ReLU with its 48.1 KiB transient beside every stored output,
-    7.0 % under with the block's 8 KiB output taken off)."""
+    7.0 % under with the block's 8 KiB output taken off). Not recomputed, the layer stores its saved
+    tensors but the input the layer before saves as its own output
+    (``GenericLayer.input_saved_bytes_per_token``, ``planner.intake.trace.shared``: autograd keeps one
+    tensor; measured with torch's tracker on the differential sweep's CNN, pp 2, GPipe, case d0014 at
+    draw seed 1: 10.41 KiB per micro-batch on the first stage, 12.41 priced with each block's input
+    again), and its transient is the :data:`RECOMPUTE_LIVE_OPERANDS` its forward's last op holds beside
+    them (the same CNN, pp 2, ZB-H1, micro-batch 4, case d0282 at seed 0: the first stage peaks at its
+    last block's final ReLU, 8 KiB over the stored activations)."""
     split = cfg.tp if layer.tp_mode != "none" else 1
     flops = cfg.tokens * (layer.fwd_flops_per_token + layer.fwd_attn_flops_per_token_per_ctx * cfg.seq_len) / split
     mem = cfg.tokens * layer.fwd_mem_bytes_per_token / split
@@ -140,15 +147,15 @@ def generic_cost(layer: GenericLayer, cfg: LocalConfig, cluster: ClusterSpec) ->
         act, work = out, recompute_transient_bytes(act, out / split)
     elif kept is not None:
         act, work = out + kept, recompute_transient_bytes(act, out / split)
-    else:
-        work = 0.0
+    else:  # the saved input the layer before keeps as its own saved output is priced there
+        act, work = act - cfg.tokens * layer.input_saved_bytes_per_token / split, RECOMPUTE_LIVE_OPERANDS * out / split
     again = kept if kept is not None and cfg.terms is not None and cfg.terms.engine == "native" else 0.0
     # what a pipeline cut after it sends: under SP each TP rank holds 1/t of the sequence, as after a block
     return _record(fwd, bwd, tp, _zero3(params, cfg, cluster), act, work, params, out / cfg.sp_div, recompute, again)
 
 
 RECOMPUTE_LIVE_OPERANDS = 2
-"""Tensors of its output's size that a traced layer's recomputed forward holds at its last op beside
+"""Tensors of its output's size that a traced layer's forward, recomputed or not, holds at its last op beside
 the saved tensors it recomputes: autograd saves neither, but they are alive when the checkpoint's
 recomputation stops at the last saved tensor (torch 2.13 ``torch/utils/checkpoint.py``, non-reentrant
 ``_recomputation_hook`` with early stop: the forward runs until its last pack hook). In a residual unit

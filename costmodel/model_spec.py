@@ -222,11 +222,20 @@ class GenericLayer(BaseModel):
     torchtitan's policy), measured by the trace (``planner.intake.trace.selective``). None when not
     measured: selective recomputation then keeps :attr:`activation_bytes_per_token`. Left out of dumps
     (and digests) when None."""
+    input_saved_bytes_per_token: float = Field(default=0.0, ge=0)
+    """Of :attr:`activation_bytes_per_token`, the tensors the layer before saves too (its output, which
+    this layer reads and saves again): autograd keeps them once, priced by that layer
+    (``planner.intake.trace.shared``; ``costmodel.layer_other.generic_cost``). Left out of dumps (and
+    digests) at 0."""
+    saves_output: bool = False
+    """The layer's saved tensors hold its whole output (a final ReLU's result): a pipeline stage ending
+    with it sends a tensor it already prices (``costmodel.ranks.keeps_output``). Left out of dumps (and
+    digests) when False."""
 
     @model_serializer(mode="wrap")
     def _omit_unused(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
         data = handler(self)
-        unset = {"fixed_seq_len": 0, "selective_saved_bytes_per_token": None}
+        unset = {"fixed_seq_len": 0, "selective_saved_bytes_per_token": None, "input_saved_bytes_per_token": 0.0, "saves_output": False}
         return {k: v for k, v in data.items() if k not in unset or v != unset[k]}
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from costmodel.engines import RUNTIME_MEMORY_ENGINES, EngineTerms
+from costmodel.nosync_rounds import backward_micro as _backward_micro, nosync_chunks, peak_round, round_held_bytes, running_chunk
 from costmodel.ranks import RankSums
 from costmodel.specs import ParallelConfig
 
@@ -26,14 +27,14 @@ class Phase(NamedTuple):
     reduce_outputs: float = 0.0
     """FSDP2's fp32 reduce outputs held to the end of a backward: communication buffers."""
     unit: float = 0.0
-    """The largest sharded unit's backward working set (``costmodel.rank_memory._unit_bytes``), where the phase holds it."""
+    """The largest sharded unit's backward working set (``costmodel.rank_units._unit_bytes``), where the phase holds it."""
     gathered: float = 0.0
     """The chunks no-sync backwards keep gathered beside their fp32 accumulators (:func:`nosync_chunks`): buffers."""
 
 
 def backward_start(t: RankSums, held: float, grads: float, unit: float | None, held_unit: float = 0.0) -> Phase:
     """The start of a backward: the in-flight activations ``held``, the largest transient and the
-    sharded unit's working set (``costmodel.rank_memory._unit_bytes``). Where the unit runs apart from the loss
+    sharded unit's working set (``costmodel.rank_units._unit_bytes``). Where the unit runs apart from the loss
     (``EngineTerms.unit_apart_from_loss``, ``unit`` not None) the loss's transient (the head's, the
     first of a backward) meets no gathered block, and a block's backward its unit but not the loss:
     the larger of the two. Only where every backward reshards its units: without pipelining, or with
@@ -86,7 +87,7 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     recomputed block counts as ``work_bytes``: issue 35).
 
     Where the stage's units stay gathered through no-sync backwards (``sharded_at_start`` false,
-    ``costmodel.rank_memory._keeps_gathered``), A holds no sharded gradient: the earlier micro-batches' gradients are the
+    ``costmodel.rank_units._keeps_gathered``), A holds no sharded gradient: the earlier micro-batches' gradients are the
     unsharded fp32 accumulators, priced among the buffers, and the sharded ones appear only at the
     last micro-batch's reduce-scatters, each as its unit's accumulator is freed, so B prices the
     accumulators alone (measured with torch's tracker on the differential's custom model, pp 2,
@@ -106,7 +107,13 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     where its backward is the chunk's last (which reduces it; else the chunk is gathered after it,
     and its running unit's bf16 gradient beside the accumulators: measured on the sweep's GPT-2, pp 2,
     GPipe, eight micro-batches, case d0097: the first stage peaks in a later backward with the stage
-    gathered, 413.6 KiB, 391.9 priced without it);
+    gathered, 413.6 KiB, 391.9 priced without it); under interleaving A is also each later backward's
+    start where it is larger (``costmodel.nosync_rounds.later_rounds``: its chunks' states, the
+    chunk-micro-batches then in flight, ``round_held_bytes``, and the running chunk's own transient
+    and unit, ``running_chunk``; measured on the sweep's CNN, tp 4, pp 2, v 3, ZeRO 3, two
+    micro-batches, case d0064 at draw seed 1: the last rank peaks in its fourth backward, the strided
+    block's last, beside its 7.1 KiB of gathered bf16 parameters and fp32 accumulators, 141.8 KiB,
+    3.7 % under priced at the first backward alone);
     without interleaving B is also the stage's last backward where it is larger (C: the last
     micro-batch's activations, the stage gathered and its unit's reduce-scatter input; measured on
     the sweep's CNN, pp 4, GPipe, eight micro-batches, case d0279: the last stage peaks there,
@@ -150,14 +157,18 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
         apart, unit = False, 0.0
     start = backward_start(t, held, grads * share, unit if apart else None, _held_unit(cfg, unit))  # held: ``costmodel.rank_memory._held_act_bytes``
     states, j = None, 0
+    sent = t.send_bytes - t.kept_send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     if nosync is not None:  # the no-sync chunks' states at backward j (A) and after it (B)
         j = min(left, done)
         states = nosync_chunks(cfg, t, j), nosync_chunks(cfg, t, j + 1)
-        (kept, reduced, running), _ = states
-        if not running:  # FSDP2 gathers a unit at its pre-backward hook: after the loss's backward (apart from it)
-            start = backward_start(t, held, 0.0, 3 * nosync[1])
-        start = start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept,
-                               unit=start.unit + (nosync[1] if running else 0.0))
+        start = _nosync_start(t, start, held, grads, nosync, states[0])
+        warm = cfg.num_microbatches * cfg.vpp - left
+        later = peak_round(cfg, t, j, warm, sent, grads, nosync)  # a later backward, more chunks gathered, fewer activations
+        if later is not None:
+            at = round_held_bytes(cfg, t, warm, later, sent)
+            chunk, own = running_chunk(cfg, t, later, nosync[1])  # the running chunk's transient and unit
+            phase = _nosync_start(chunk, backward_start(chunk, at, 0.0, None), at, grads, (nosync[0], own), nosync_chunks(cfg, t, later))
+            start = max(start, phase, key=held_bytes)
     start = start._replace(acts=start.acts + losses[0])
     # the loss's transient comes first in a backward, before its gradients; only a GPipe stage runs the
     # next micro-batch's backward (its loss first) right after this one, beside its gradients
@@ -167,7 +178,6 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     extra_grad = max(end_work - last, 0.0)  # the embedding's gradient, when larger than the other transients
     retained, freed, *_ = backward_end
     done -= min(done - 1, left)  # chunk-micro-batches freed by then, net of the forwards run between
-    sent = t.send_bytes - t.kept_send_bytes if cfg.engine in RUNTIME_MEMORY_ENGINES else 0.0  # the stage outputs ``costmodel.rank_memory._held_act_bytes`` holds
     end_grads = grads if sharded_at_start else 0.0  # else the fp32 accumulators, freed as the sharded ones appear
     end_acts = max(held - done * (t.act_bytes + sent) / cfg.vpp, 0.0) + last  # the backwards completing the gradients done
     end = Phase(end_acts + losses[1], end_grads + extra_grad, freed, extra_grad, retained, unit)
@@ -198,6 +208,19 @@ def peak_phase(cfg: ParallelConfig, t: RankSums, flight: float, held: float, gra
     return start if held_bytes(start) >= held_bytes(end) else end
 
 
+def _nosync_start(t: RankSums, start: Phase, held: float, grads: float, nosync: tuple[float, float],
+                  state: tuple[float, float, bool]) -> Phase:
+    """A of :func:`peak_phase` at a backward whose no-sync chunks are in ``state``
+    (``costmodel.nosync_rounds.nosync_chunks``) and which starts beside ``held`` activations
+    (``start``: that backward's :func:`backward_start`): the gathered chunks' bf16 parameters and
+    fp32 accumulators, the reduced chunks' sharded gradients and the running unit's bf16 gradient,
+    or, where the running chunk is not yet gathered, its first units apart from the loss."""
+    kept, reduced, running = state
+    if not running:  # FSDP2 gathers a unit at its pre-backward hook: after the loss's backward (apart from it)
+        start = backward_start(t, held, 0.0, 3 * nosync[1])
+    return start._replace(grads=grads * reduced, gathered=nosync[0] * t.params * kept, unit=start.unit + (nosync[1] if running else 0.0))
+
+
 def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: float, end_work: float, backward_end: tuple[float, float, float, float],
                        units: tuple[tuple[float, float, float, float], float], next_loss: float = 0.0, logits: float = 0.0,
                        input_grad: float = 0.0) -> Phase:
@@ -214,7 +237,7 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
     so a moment may hold less per parameter done than before it (ZeRO 1-2 over four shards: 1 B of
     gradient for 2 of bf16 parameters freed). ``units``: ((bytes per parameter of the running layer, of the next
     one, of the one back-propagated before, of the layer's parameters whose gradient exists at its
-    peak) while a layer back-propagates, the unit working set at the end): ``costmodel.rank_memory._unit_bytes``' parts. Measured with
+    peak) while a layer back-propagates, the unit working set at the end): ``costmodel.rank_units._unit_bytes``' parts. Measured with
     torch's tracker on the differential sweep's custom model (case d0229, pp 4, ZeRO 2, one
     micro-batch, one block on rank 1): the peak is inside the block's attention backward, 37.8 KiB of
     activations and 38.4 of temporaries beside no gradient, and the backward's end holds the block's
@@ -258,11 +281,11 @@ def layer_by_layer_end(t: RankSums, bases: tuple[float, float | None], grads: fl
 def zero3_units(t: RankSums, parts: tuple[float, float, float, float], unit: float, reduce_input: float) -> tuple[float, float]:
     """(the largest ZeRO 3 unit working set of any layer's backward, the one at the backward's end) of
     a native-runtime rank with a :attr:`RankSums.backward_curve`, from the bytes per parameter of
-    ``costmodel.rank_memory._layer_unit_bytes`` (``parts``; ``unit``, both, without a curve).
+    ``costmodel.rank_units._layer_unit_bytes`` (``parts``; ``unit``, both, without a curve).
 
     A layer's backward holds its own gathered parameters and bf16 gradient, the next unit's
     prefetched parameters and the previous unit's fp32 reduce-scatter input: the largest unit meets
-    all four (``unit``, ``costmodel.rank_memory.FSDP2_UNIT_BYTES``) only where a unit as large runs
+    all four (``unit``, ``costmodel.rank_units.FSDP2_UNIT_BYTES``) only where a unit as large runs
     before and after it, so the moments' own largest is priced, never above ``unit``. At the end, the
     chunk's last unit (its first layer) has nothing to prefetch, and ``post_backward`` reshards it
     before its ``foreach_reduce`` (which first reclaims the previous unit's reduce-scatter input): its
@@ -293,7 +316,7 @@ def last_unit_params(t: RankSums) -> float:
 def _held_unit(cfg: ParallelConfig, unit: float) -> float:
     """The unit working set a backward's start holds where it does not run apart from the loss: none
     in the native runtime (its no-sync pipelined backwards hold the last backward's reduce-scatter
-    input only at their end, measured with torch's tracker: ``costmodel.rank_memory._unit_bytes``),
+    input only at their end, measured with torch's tracker: ``costmodel.rank_units._unit_bytes``),
     the whole unit beside the loss elsewhere (torchtitan's published Llama 3.1 8B FSDP peak on 8 H100,
     82.4 GiB, ``planner/reference/published_runs.csv``, is 6.7 % under without it)."""
     return 0.0 if cfg.engine == "native" else unit
@@ -329,41 +352,6 @@ def grad_share(cfg: ParallelConfig, t: RankSums, left: int) -> float:
     return sum(t.chunk_params[c] for c in ran) / total if total else 1.0
 
 
-def nosync_chunks(cfg: ParallelConfig, t: RankSums, j: int) -> tuple[float, float, bool]:
-    """(share of the rank's parameters kept gathered beside unsharded fp32 accumulators, share
-    reduced into sharded gradients, whether backward ``j``'s chunk is among the gathered) before
-    backward ``j`` where pipelined FSDP2 runs every backward of a chunk but its last micro-batch's
-    without gradient sync or resharding (torch 2.13 ``pipelining/stage.py``
-    ``backward_maybe_with_nosync``: ``set_reshard_after_backward(False)``,
-    ``set_requires_gradient_sync(False)``; ``_fsdp_param_group.py`` ``post_backward`` keeps the
-    unsharded parameters and ``_fsdp_param.py`` ``to_accumulated_grad_if_needed`` upcasts the
-    gradient to the fp32 ``reduce_dtype``): a chunk is gathered from its first backward to its last
-    (micro-batch ``m - 1``), which reduce-scatters and reshards it. Backward ``i`` runs chunk
-    ``v - 1 - (i // pp) mod v``, micro-batch ``(i // (pp v)) pp + i mod pp``
-    (``planner.runtime.memcheck.step.schedule_actions``). Measured with torch's tracker on the
-    differential sweep's Mixtral (pp 2, v 2, two micro-batches, case d0272): the first rank's
-    first backward holds its running chunk's two blocks gathered and no other (108.8 KiB), where
-    every chunk kept gathered at 6 B per parameter priced 19 % over."""
-    v = cfg.vpp if cfg.pp > 1 else 1
-    weights = t.chunk_params if v > 1 and t.chunk_params else (1.0,) * v
-    ran: set[int] = set()
-    done: set[int] = set()
-    for i in range(j):
-        chunk = v - 1 - (i // cfg.pp) % v
-        ran.add(chunk)
-        if _backward_micro(cfg, i) >= cfg.num_microbatches - 1:
-            done.add(chunk)
-    total = sum(weights) or 1.0
-    running = v - 1 - (j // cfg.pp) % v in ran - done
-    return sum(weights[c] for c in ran - done) / total, sum(weights[c] for c in done) / total, running
-
-
-def _backward_micro(cfg: ParallelConfig, i: int) -> int:
-    """The micro-batch of a rank's backward ``i`` (:func:`nosync_chunks`)."""
-    v = cfg.vpp if cfg.pp > 1 else 1
-    return (i // (cfg.pp * v)) * cfg.pp + i % cfg.pp
-
-
 def held_bytes(phase: Phase) -> float:
     """The bytes a phase adds to the rank's sharded states."""
     return phase.acts + phase.grads + phase.reduce_outputs + phase.unit + phase.gathered - phase.freed_params
@@ -387,7 +375,7 @@ def first_reduce(cfg: ParallelConfig, t: RankSums, terms: EngineTerms, held: flo
     parameter at d0091's peak, the fp32 shard alone). None elsewhere: with more micro-batches
     the earlier backwards run without gradient sync (``EngineTerms.pp_unsharded_grads``), and ZeRO
     1-2 price their unit's reduce-scatter input among the buffers (``costmodel.rank_memory._buffer_bytes``),
-    as this case does too, beside each layer's backward (``costmodel.rank_memory._pp_zero0_reduces``)."""
+    as this case does too, beside each layer's backward (``costmodel.rank_units._pp_zero0_reduces``)."""
     if cfg.pp == 1 or cfg.zero != 0 or cfg.num_microbatches != 1 or terms.engine != "native":
         return None
     grad, buffer = PP_ZERO0_REDUCE_UNIT_BYTES

@@ -65,6 +65,11 @@ class RankSums:
     """Parameters of each of the rank's chunks (experts included), in chunk order, under an
     interleaved schedule (empty otherwise): whose gradients exist after the first backwards
     (``costmodel.rank_phases.grad_share``)."""
+    chunk_peaks: tuple[tuple[float, float, float, float, float], ...] = ()
+    """Of each of the rank's chunks under an interleaved schedule (empty otherwise), in chunk order: its
+    largest transient, the largest but the head's, the stored bytes each holds again
+    (:attr:`work_stored_bytes`) and its largest layer's parameters: what a backward of that chunk
+    meets (:func:`chunk_peaks`, ``costmodel.rank_phases.peak_phase``'s later no-sync rounds)."""
     backward_curve: tuple[tuple[float, ...], ...] = ()
     """(activations held, parameters whose backward has run, the layer's parameters, the next
     layer's, the parameters of the layer back-propagated before, the layer's parameters whose gradient
@@ -214,6 +219,22 @@ def _type_extras(table: CostTable, fold: _Fold, works: tuple[list, list], larges
     return hit
 
 
+def chunk_peaks(table: CostTable, counts: np.ndarray, present: np.ndarray, works: tuple[list, list],
+                largest: list) -> tuple[tuple[float, float, float, float, float], ...]:
+    """:attr:`RankSums.chunk_peaks` of one rank type from its layers of each key in each chunk
+    (``counts``, chunks x keys), the keys' transients and the stored bytes each holds again
+    (``works``, as :func:`_type_extras`) and their layers' parameters (``largest``)."""
+    work, again = works
+    body = [0.0 if isinstance(table.groups[k // 3], HeadLayer) else w for k, w in zip(present.tolist(), work)]
+    out = []
+    for row in counts:
+        used = [int(j) for j in np.flatnonzero(row)]
+        ws, bs, rs = [work[j] for j in used], [body[j] for j in used], [again[j] for j in used]
+        out.append((max(ws, default=0.0), max(bs, default=0.0), stored_in_work(ws, rs), stored_in_work(bs, rs),
+                    max((largest[j] for j in used), default=0.0)))
+    return tuple(out)
+
+
 def keeps_output(table: CostTable, key: int) -> bool:
     """Whether the layers of ``key`` keep their own output among their stored activations: a
     recomputed traced layer does (``costmodel.layer_other.generic_cost``: its output is the next
@@ -222,8 +243,11 @@ def keeps_output(table: CostTable, key: int) -> bool:
     tensor. Measured with torch's tracker on the differential sweep's CNN (pp 2, GPipe, full
     recompute, two micro-batches of 4, case d0080): the first stage holds 16 KiB of its two
     micro-batches' outputs at its peak, where each stage output counted as a layer's and as sent
-    priced 24."""
-    return isinstance(table.groups[key // 3], GenericLayer) and RECOMPUTE_CODES[key % 3] != "none"
+    priced 24. A layer that is not recomputed keeps it where its saved tensors hold its whole output
+    (``GenericLayer.saves_output``: the CNN block's final ReLU saves its result; case d0014 at draw
+    seed 1, pp 2, GPipe: the first stage holds each micro-batch's 1 KiB output once)."""
+    layer = table.groups[key // 3]
+    return isinstance(layer, GenericLayer) and (RECOMPUTE_CODES[key % 3] != "none" or layer.saves_output)
 
 
 def stored_in_work(works: list[float], again: list[float]) -> float:
@@ -349,12 +373,13 @@ def rank_costs(table: CostTable, cfg: ParallelConfig, local: Callable[[str], Loc
     chunk_acts = [tuple((c @ act).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     weights = matrix[:, _SUMMED.index("params")]  # experts included
     chunk_params = [tuple((c @ weights).tolist()) if cfg.vpp > 1 else () for c in fold.chunk_counts]
+    peaks = [chunk_peaks(table, c, present, (work, again), largest) if cfg.vpp > 1 else () for c in fold.chunk_counts]
     native = cfg.engine == "native"  # only the native runtime's end of a backward is priced layer by layer
     curves = _curves(table, fold, table.bounds(sizes), (present, inverse), matrix, work, cfg.vpp if native else 0, cfg.ep > 1)
     types = tuple(
         RankSums(*row[:n], links=dict(zip(LINKS, row[n:])), work_bytes=w, largest_layer_params=p, boundary_bytes=b,
                  body_work_bytes=bw, largest_layer_act_bytes=a, recv_bytes=i, send_bytes=o, kept_send_bytes=ko,
-                 chunk_act_bytes=c, chunk_params=q, backward_curve=k, work_stored_bytes=ws)
-        for row, (w, p, b, a, bw, i, o, ko, ws), c, q, k in zip(sums, extras, chunk_acts, chunk_params, curves)
+                 chunk_act_bytes=c, chunk_params=q, backward_curve=k, work_stored_bytes=ws, chunk_peaks=cp)
+        for row, (w, p, b, a, bw, i, o, ko, ws), c, q, k, cp in zip(sums, extras, chunk_acts, chunk_params, curves, peaks)
     )
     return Ranks(table.bounds(sizes), fold.rank_type, types, fold.first_rank, fold.count)

@@ -26,7 +26,7 @@ D0140_TRACKER_KIB = 431.42
 """torch's tracker, the sweep's Llama at tp 2, pp 2 (zb-h1, one micro-batch of 8, sequence 16, no
 recompute, ZeRO 0; case d0140), its first stage: the peak at ``pow``'s backward ``mul`` inside the
 last block's MLP norm backward (-4.8 % priced without the norm's temporaries and the MLP's bf16
-weight gradients, ``costmodel.rank_memory._layer_unit_bytes``; -2.7 % without the temporaries)."""
+weight gradients, ``costmodel.rank_units._layer_unit_bytes``; -2.7 % without the temporaries)."""
 
 
 def _block(hf: bool = True) -> TransformerLayer:

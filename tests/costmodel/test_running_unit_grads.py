@@ -1,5 +1,5 @@
 """The running unit's unsharded bf16 gradients under FSDP2 ZeRO 0-2 at a layer's backward
-(``costmodel.rank_memory._layer_unit_bytes``' fourth part, ``costmodel.ranks._peak_grad_params``):
+(``costmodel.rank_units._layer_unit_bytes``' fourth part, ``costmodel.ranks._peak_grad_params``):
 held until the unit's ``post_backward`` copies them into its fp32 reduce-scatter input; a dense
 block's backward peaks after its MLP's weight gradients, a MoE block's and the head's before any."""
 

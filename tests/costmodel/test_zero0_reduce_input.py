@@ -1,7 +1,7 @@
 """The native runtime's ZeRO 0 (FSDP2 HSDP with one shard per replica) reduces each unit during the
 backward as ZeRO 1-2 do: the largest unit's fp32 reduce-scatter input is a buffer of the backward
-(``costmodel.rank_memory._unit_bytes``), held at its start and, with more than one micro-batch, at its
-end (``costmodel.rank_memory._end_unit``)."""
+(``costmodel.rank_units._unit_bytes``), held at its start and, with more than one micro-batch, at its
+end (``costmodel.rank_units._end_unit``)."""
 
 from __future__ import annotations
 
@@ -69,7 +69,7 @@ def test_the_cnn_at_zero0_is_priced_within_the_band_of_the_tracker(dp: int, micr
 
 def test_a_pipeline_stage_with_one_micro_batch_holds_it_as_zero_1_does() -> None:
     """Its only backward is its last, run with gradient sync: each unit reduces as it ends
-    (``costmodel.rank_memory._pp_zero0_reduces``); with more micro-batches it does not."""
+    (``costmodel.rank_units._pp_zero0_reduces``); with more micro-batches it does not."""
     one = _cfg(pp=2, micro_batch=8)
     assert one.num_microbatches == 1
     assert _unit(one) == FSDP2_LOW_ZERO_UNIT_BYTES * LARGEST == _unit(_cfg(zero=1, pp=2, micro_batch=8))

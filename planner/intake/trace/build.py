@@ -42,6 +42,7 @@ from planner.intake.trace.recognize import recognize_block
 from planner.intake.trace.record import Instance, OpRecord
 from planner.intake.trace.run import RawTrace
 from planner.intake.trace.selective import selective_saved_bytes
+from planner.intake.trace.shared import SharedSaves, shared_saves
 from planner.intake.trace.stubs import OPAQUE
 from planner.intake.trace.types import LayerTrace
 from planner.intake.trace.units import UnitMap, is_table, linear_dims, norm_kind
@@ -334,6 +335,7 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
     slots, tied, positions = b.slots()
     owner = {k: n for n, slot in enumerate(slots) for k in slot.insts}
     edges, outputs = _edges(b, slots, owner, raw)
+    shared = shared_saves(b.insts, owner, {n for n, slot in enumerate(slots) if slot.layer is None}, b.rep)
     layers, traces = [], []
     seen: dict[Layer, Layer] = {}
     for n, slot in enumerate(slots):
@@ -350,7 +352,7 @@ def build_layers(units: UnitMap, raw: RawTrace, shape: Shape) -> Built:
             lin = OPAQUE_FLOPS_PER_PARAM * slot.params * own.tokens
         out = outputs.get(n, 0.0)
         sent = out if any(e.src == n and e.dst > n for e in edges) else 0.0
-        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, own)
+        layer = slot.layer or _generic(b, slot, n, slots, lin, attn, mem, saved, sent, own, shared)
         if fixed and isinstance(layer, GenericLayer):
             layer = layer.model_copy(update={"fixed_seq_len": fixed})
         layers.append(seen.setdefault(layer, layer))
@@ -376,8 +378,12 @@ def _needs_formulas(slot: Slot, first: Instance | None) -> bool:
 
 
 def _generic(b: _Builder, slot: Slot, n: int, slots: list[Slot], lin: float, attn: float, mem: float,
-             saved: float, out: float, shape: Shape) -> GenericLayer:
+             saved: float, out: float, shape: Shape, shared: SharedSaves) -> GenericLayer:
+    """The generic layer of ``slot``; its saved input the layer before saves too, and whether it saves
+    its whole output, from ``shared`` (:mod:`planner.intake.trace.shared`)."""
     tokens = float(shape.tokens)
+    reps = [b.rep(b.insts[k]).index for k in slot.insts]
+    kept_out = sum(shared.outputs[k] for k in reps)
     if slot.passthrough:
         block: TransformerLayer = slots[n - 1].layer  # type: ignore[assignment]
         return GenericLayer(name=f"{block.name}.extra_params", params=slot.params, fwd_flops_per_token=0.0,
@@ -392,6 +398,7 @@ def _generic(b: _Builder, slot: Slot, n: int, slots: list[Slot], lin: float, att
         output_bytes_per_token=out / tokens, tp_mode=slot.tp_mode,
         sparse_lookup=unit.kind == "tables" or is_table(b.module(inst)),
         selective_saved_bytes_per_token=sum(selective_saved_bytes(b.ops(b.insts[k])) for k in slot.insts) / tokens,
+        input_saved_bytes_per_token=sum(shared.inputs[k] for k in reps) / tokens, saves_output=out > 0 and kept_out >= out,
     )
 
 

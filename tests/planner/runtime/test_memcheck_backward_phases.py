@@ -3,10 +3,10 @@ differential's tiny custom model (vocabulary 128 at width 32: the loss's logits 
 
 - the loss's transient is the first of a backward, never beside every gradient at its end
   (``costmodel.ranks.RankSums.body_work_bytes``);
-- FSDP2's largest-unit working set (``costmodel.rank_memory.FSDP2_UNIT_BYTES``) is held while a block
+- FSDP2's largest-unit working set (``costmodel.rank_units.FSDP2_UNIT_BYTES``) is held while a block
   runs backward, never beside the loss's transient (``costmodel.rank_phases.backward_start``);
 - under pipelining with several micro-batches the no-sync backwards keep the stage gathered beside
-  fp32 accumulators (``costmodel.rank_memory._keeps_gathered``).
+  fp32 accumulators (``costmodel.rank_units._keeps_gathered``).
 
 At main 3c5f350 the three cases measured +14.1 %, +19.8 % and -4.8 % (first of two rank kinds).
 
