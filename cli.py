@@ -54,8 +54,10 @@ def _leave_torchrun_rank(code: int) -> None:
     at finalization aborted now and then with "terminate called without an active exception" (a
     joinable C++ thread destroyed; SIGABRT, so torchrun failed the whole run after it had finished),
     about 1 clean-clone CI run in 8 of ``test_run_cli``'s 4-rank run, even after the barrier before
-    ``destroy_process_group``. Outside torchrun (``TORCHELASTIC_RUN_ID`` unset) it does nothing."""
-    if "TORCHELASTIC_RUN_ID" in os.environ and "torch.distributed" in sys.modules:
+    ``destroy_process_group``. Only a command that succeeded leaves this way: a refusal is printed by
+    rank 0 alone, and a peer that left at once would have torchrun stop rank 0 before its line.
+    Outside torchrun (``TORCHELASTIC_RUN_ID`` unset) it does nothing."""
+    if code == 0 and "TORCHELASTIC_RUN_ID" in os.environ and "torch.distributed" in sys.modules:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
