@@ -145,9 +145,9 @@ def algorithms(cluster: ClusterSpec, engine: str, n: int, nbytes: float, fi_fusi
         return {"ring": nccl_ring(cluster, n, nbytes)}
     if engine == "trtllm":
         return trtllm_algorithm(cluster, n, nbytes)
-    if fi_fusion and fi_fused(cluster, n, nbytes):
-        one_shot_cap = fi_fusion_sizes(cluster, n)[1]  # type: ignore[index]
-        if nbytes <= one_shot_cap:
+    caps = fi_fusion_sizes(cluster, n) if fi_fusion else None
+    if caps is not None and nbytes <= caps[0]:  # fused (:func:`fi_fused`): one-shot up to its own cap
+        if nbytes <= caps[1]:
             return {"fi-one-shot": lamport_one_shot(cluster, n, nbytes)}
         return {"fi-two-shot": lamport_two_shot(cluster, n, nbytes)}
     if nbytes > VLLM_CUSTOM_MAX_BYTES:

@@ -238,7 +238,6 @@ def layer_kernels(hw: Hardware, block: BlockShape, instance: Instance, precision
     return kernels - 2 if fused else kernels
 
 
-
 @dataclass(frozen=True)
 class StepParts:
     """Where a decode step's time goes (seconds). Each kernel runs at its own roofline, the longer of
